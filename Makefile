@@ -1,0 +1,56 @@
+# keel — make targets. `make run` and `make test` are the two set-up commands; both install
+# what they need (PostgreSQL server binaries) on a fresh Debian machine.
+GO        ?= go
+BIN       := bin/keel
+PKGS      := ./...
+GOFLAGS   ?=
+TEST_P    ?= 2
+SERVICE_PORT ?= 3100
+export SERVICE_PORT
+
+.PHONY: all build run test bench proto deps vet fmt clean examples
+
+all: build
+
+# deps installs the PostgreSQL 15 server binaries when they are missing (Debian layout).
+deps:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1 && [ -z "$$SERVICE_PG_BIN_DIR" ]; then \
+		echo "installing postgresql-15 (server binaries for the embedded database)"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql-15 >/dev/null; \
+	fi
+
+build:
+	$(GO) build $(GOFLAGS) -o $(BIN) ./host/cmd/keel
+
+# run builds keel and starts it on its embedded PostgreSQL, loopback, local_trusted mode.
+# SERVICE_HOME (default ~/.keel) and SERVICE_PORT (default 3100) are honoured.
+run: deps build
+	./$(BIN) serve
+
+# test builds everything and runs the whole suite against real PostgreSQL and real
+# extension processes.
+test: deps build vet
+	$(GO) test $(GOFLAGS) -p $(TEST_P) -count=1 -timeout 20m $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./sdk/wasmguest/ ./examples/wasm-counter/
+
+# bench prints start-up times, the extension hop p50/p99, kernel and extension read
+# throughput and the PSS of the host and each extension process.
+bench: deps build
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./host/bench/
+
+# proto regenerates the protocol code and the manifest JSON Schema (needs protoc and the
+# protoc-gen-go/-go-grpc generators; the generated files are committed).
+proto:
+	cd sdk/proto && protoc -I . --go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative extension/v1/extension.proto host/v1/host.proto
+	cd sdk && $(GO) run ./internal/genschema
+
+fmt:
+	gofmt -w $$(git ls-files '*.go' | grep -v '\.pb\.go$$')
+
+clean:
+	rm -rf bin

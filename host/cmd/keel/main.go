@@ -1,0 +1,133 @@
+// Command keel is the keel control plane: `keel serve` runs the host, `keel extension <key>`
+// runs one first-party extension as the host's child process.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
+
+	"github.com/keelhq/keel/extensions"
+	_ "github.com/keelhq/keel/extensions/all"
+	"github.com/keelhq/keel/host"
+	"github.com/keelhq/keel/host/supervisor"
+	"github.com/keelhq/keel/kernel"
+	"github.com/keelhq/keel/sdk"
+)
+
+func main() {
+	if key := os.Getenv(supervisor.RoleEnv); key != "" && len(os.Args) > 1 && os.Args[1] == "extension" {
+		runExtension(key)
+		return
+	}
+	if err := rootCommand().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "keel:", err)
+		os.Exit(1)
+	}
+}
+
+func runExtension(key string) {
+	f, ok := extensions.Lookup(key)
+	if !ok {
+		fmt.Fprintf(os.Stderr, "keel: no first-party extension %q\n", key)
+		os.Exit(2)
+	}
+	sdk.Serve(f())
+}
+
+func rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "keel",
+		Short:         "keel is a control plane for companies of AI agents",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(serveCommand(), extensionCommand(), versionCommand())
+	return root
+}
+
+func serveCommand() *cobra.Command {
+	cfg, envErr := host.ConfigFromEnv()
+	var extDirs []string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Start keel: PostgreSQL (embedded unless DATABASE_URL is set), the kernel, extensions and the HTTP API",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if envErr != nil {
+				return envErr
+			}
+			cfg.ExtensionDirs = append(cfg.ExtensionDirs, extDirs...)
+			return serve(cmd.Context(), cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Home, "home", cfg.Home, "data directory (SERVICE_HOME, default ~/.keel)")
+	f.StringVar(&cfg.Host, "host", cfg.Host, "listen address (SERVICE_HOST)")
+	f.IntVar(&cfg.Port, "port", cfg.Port, "listen port (SERVICE_PORT)")
+	f.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "external PostgreSQL URL (DATABASE_URL); empty runs an embedded cluster")
+	f.StringVar(&cfg.DeploymentMode, "deployment-mode", cfg.DeploymentMode, "local_trusted or authenticated (SERVICE_DEPLOYMENT_MODE)")
+	f.StringVar(&cfg.DeploymentExposure, "deployment-exposure", cfg.DeploymentExposure, "private or public (SERVICE_DEPLOYMENT_EXPOSURE)")
+	f.StringVar(&cfg.PublicBaseURL, "public-base-url", cfg.PublicBaseURL, "public base URL (SERVICE_PUBLIC_BASE_URL)")
+	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "trace, debug, info, warn or error (SERVICE_LOG_LEVEL)")
+	f.StringSliceVar(&extDirs, "extensions", nil, "extra extension directories (also SERVICE_EXTENSIONS_PATH)")
+	return cmd
+}
+
+func serve(ctx context.Context, cfg host.Config) error {
+	logger := hclog.New(&hclog.LoggerOptions{Name: "keel", Level: hclog.LevelFromString(cfg.LogLevel), Output: os.Stderr})
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	began := time.Now()
+	h, err := host.Start(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "keel %s serving %s (%s, data in %s) — ready in %s\n", kernel.Version, h.URL,
+		h.Config().DeploymentMode, h.Config().Home, time.Since(began).Round(time.Millisecond))
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case serveErr = <-h.Served():
+	}
+	h.Stop(context.Background())
+	if serveErr != nil && !errors.Is(serveErr, context.Canceled) && !strings.Contains(serveErr.Error(), "closed") {
+		return serveErr
+	}
+	return nil
+}
+
+func extensionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "extension <key>",
+		Short:  "Run one first-party extension (launched by keel serve, not by hand)",
+		Args:   cobra.ExactArgs(1),
+		Hidden: true,
+		RunE: func(_ *cobra.Command, args []string) error {
+			f, ok := extensions.Lookup(args[0])
+			if !ok {
+				return fmt.Errorf("no first-party extension %q (have: %s)", args[0], strings.Join(extensions.Keys(), ", "))
+			}
+			sdk.Serve(f())
+			return nil
+		},
+	}
+}
+
+func versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the keel version",
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), "keel", kernel.Version)
+		},
+	}
+}

@@ -1,0 +1,152 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is keel's configuration, read from flags and SERVICE_* environment variables.
+type Config struct {
+	// Home is the data directory (SERVICE_HOME, default ~/.keel).
+	Home string
+	// Host and Port are where the API listens (SERVICE_HOST 127.0.0.1, SERVICE_PORT 3100).
+	// Port 0 picks a free port.
+	Host string
+	Port int
+	// DatabaseURL switches from the embedded cluster to an external server (DATABASE_URL).
+	DatabaseURL string
+	// PGPort makes the embedded cluster also listen on 127.0.0.1:PGPort (SERVICE_PG_PORT;
+	// default 0, Unix socket only).
+	PGPort int
+	// DeploymentMode is local_trusted (default) or authenticated (SERVICE_DEPLOYMENT_MODE).
+	DeploymentMode string
+	// DeploymentExposure is private (default) or public (SERVICE_DEPLOYMENT_EXPOSURE).
+	DeploymentExposure string
+	// PublicBaseURL is the externally visible base URL (SERVICE_PUBLIC_BASE_URL).
+	PublicBaseURL string
+	// AgentJWTSecret signs local agent JWTs (SERVICE_AGENT_JWT_SECRET; generated when empty).
+	AgentJWTSecret string
+	// AgentJWTTTL is the agent JWT lifetime (SERVICE_AGENT_JWT_TTL_SECONDS, default 3600).
+	AgentJWTTTL time.Duration
+	// ExtensionDirs are extra extension directories (SERVICE_EXTENSIONS_PATH, colon-separated):
+	// a directory holding manifest.json, or a directory of such directories.
+	ExtensionDirs []string
+	// EnableCompanyDeletion allows deleting companies (SERVICE_ENABLE_COMPANY_DELETION).
+	EnableCompanyDeletion bool
+	// AttachmentMaxBytes is the attachment size limit (SERVICE_ATTACHMENT_MAX_BYTES, 10 MiB).
+	AttachmentMaxBytes int64
+	// LogLevel is trace, debug, info, warn or error (SERVICE_LOG_LEVEL, default info).
+	LogLevel string
+	// Executable runs first-party extensions; defaults to this executable.
+	Executable string
+	// HealthInterval is how often extensions are pinged (SERVICE_EXTENSION_HEALTH_INTERVAL, 5s).
+	HealthInterval time.Duration
+	// RestartMin is the first restart backoff of a crashed extension (250ms).
+	RestartMin time.Duration
+	// DisableBuiltins skips first-party extensions (tests that load only their own).
+	DisableBuiltins bool
+}
+
+// ConfigFromEnv reads the SERVICE_* environment over the defaults.
+func ConfigFromEnv() (Config, error) {
+	c := Config{Host: "127.0.0.1", Port: 3100, DeploymentMode: "local_trusted", DeploymentExposure: "private", LogLevel: "info"}
+	var errs []error
+	str := func(name string, dst *string) {
+		if v, ok := os.LookupEnv(name); ok && v != "" {
+			*dst = v
+		}
+	}
+	num := func(name string, dst *int) {
+		if v, ok := os.LookupEnv(name); ok && v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q is not a number", name, v))
+				return
+			}
+			*dst = n
+		}
+	}
+	str("SERVICE_HOME", &c.Home)
+	str("SERVICE_HOST", &c.Host)
+	num("SERVICE_PORT", &c.Port)
+	str("DATABASE_URL", &c.DatabaseURL)
+	num("SERVICE_PG_PORT", &c.PGPort)
+	str("SERVICE_DEPLOYMENT_MODE", &c.DeploymentMode)
+	str("SERVICE_DEPLOYMENT_EXPOSURE", &c.DeploymentExposure)
+	str("SERVICE_PUBLIC_BASE_URL", &c.PublicBaseURL)
+	str("SERVICE_AGENT_JWT_SECRET", &c.AgentJWTSecret)
+	str("SERVICE_LOG_LEVEL", &c.LogLevel)
+	var ttl int
+	num("SERVICE_AGENT_JWT_TTL_SECONDS", &ttl)
+	c.AgentJWTTTL = time.Duration(ttl) * time.Second
+	var maxBytes int
+	num("SERVICE_ATTACHMENT_MAX_BYTES", &maxBytes)
+	c.AttachmentMaxBytes = int64(maxBytes)
+	if v := os.Getenv("SERVICE_EXTENSIONS_PATH"); v != "" {
+		for _, p := range strings.Split(v, string(os.PathListSeparator)) {
+			if p != "" {
+				c.ExtensionDirs = append(c.ExtensionDirs, p)
+			}
+		}
+	}
+	if v := os.Getenv("SERVICE_ENABLE_COMPANY_DELETION"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("SERVICE_ENABLE_COMPANY_DELETION=%q is not a boolean", v))
+		}
+		c.EnableCompanyDeletion = b
+	}
+	if v := os.Getenv("SERVICE_EXTENSION_HEALTH_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("SERVICE_EXTENSION_HEALTH_INTERVAL=%q is not a duration", v))
+		}
+		c.HealthInterval = d
+	}
+	return c, errors.Join(errs...)
+}
+
+// normalize fills defaults and checks the combination.
+func (c *Config) normalize() error {
+	if c.Home == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return fmt.Errorf("error finding the home directory (set SERVICE_HOME): %w", err)
+		}
+		c.Home = filepath.Join(home, ".keel")
+	}
+	abs, err := filepath.Abs(c.Home)
+	if err != nil {
+		return fmt.Errorf("error resolving SERVICE_HOME %s: %w", c.Home, err)
+	}
+	c.Home = abs
+	if c.Host == "" {
+		c.Host = "127.0.0.1"
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return fmt.Errorf("SERVICE_PORT %d is out of range", c.Port)
+	}
+	if c.DeploymentMode == "" {
+		c.DeploymentMode = "local_trusted"
+	}
+	if c.DeploymentMode == "local_trusted" {
+		ip := net.ParseIP(c.Host)
+		if c.Host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("local_trusted mode binds loopback only, not %s: set SERVICE_HOST=127.0.0.1 or SERVICE_DEPLOYMENT_MODE=authenticated", c.Host)
+		}
+	}
+	if c.Executable == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("error finding the keel executable: %w", err)
+		}
+		c.Executable = exe
+	}
+	return nil
+}

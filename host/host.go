@@ -1,0 +1,192 @@
+// Package host is the `keel serve` process: it loads config, starts or connects to
+// PostgreSQL, migrates the kernel schema, starts the kernel and the job queue, launches and
+// supervises extensions, and serves HTTP. The keel command lives in host/cmd/keel.
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/keelhq/keel/host/hostsvc"
+	"github.com/keelhq/keel/host/pgembed"
+	"github.com/keelhq/keel/host/queue"
+	"github.com/keelhq/keel/host/supervisor"
+	"github.com/keelhq/keel/kernel"
+)
+
+// Host is a running keel.
+type Host struct {
+	cfg        Config
+	log        hclog.Logger
+	PG         *pgembed.Cluster
+	Kernel     *kernel.Kernel
+	Queue      *queue.Queue
+	Supervisor *supervisor.Supervisor
+	wasm       *wasmLoader
+	app        *fiber.App
+	ln         net.Listener
+	served     chan error
+	// URL is the base URL the API is served at, such as http://127.0.0.1:3100.
+	URL string
+	// LoadErr joins the refusals of extensions that did not load (the host runs without them).
+	LoadErr error
+}
+
+// Start brings keel up and returns once it serves HTTP. On error everything started so far
+// is stopped again.
+func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	started := &Host{cfg: cfg, log: logger, served: make(chan error, 1)}
+	h = started
+	defer func() {
+		if err != nil {
+			started.Stop(context.Background())
+			h = nil
+		}
+	}()
+	if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
+		return nil, fmt.Errorf("error creating data dir %s: %w", cfg.Home, err)
+	}
+	// Bind first: a taken port is the most common start-up failure, and it is cheap to check.
+	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
+	h.ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("port %d on %s is already in use: stop the other process or set SERVICE_PORT", cfg.Port, cfg.Host)
+		}
+		return nil, fmt.Errorf("error listening on %s: %w", addr, err)
+	}
+	h.URL = "http://" + h.ln.Addr().String()
+	apiURL := h.URL
+	if cfg.PublicBaseURL != "" {
+		apiURL = cfg.PublicBaseURL
+	}
+
+	dsn := cfg.DatabaseURL
+	if dsn == "" {
+		h.PG, err = pgembed.Start(ctx, pgembed.Config{DataDir: filepath.Join(cfg.Home, "db"), Port: cfg.PGPort, Logger: logger.Named("postgres")})
+		if err != nil {
+			return nil, err
+		}
+		if err := h.PG.EnsureDatabase(ctx, "keel"); err != nil {
+			return nil, err
+		}
+		dsn = h.PG.DSN("keel")
+	}
+	h.Kernel, err = kernel.New(ctx, dsn, kernel.Config{
+		DeploymentMode: cfg.DeploymentMode, DeploymentExposure: cfg.DeploymentExposure, PublicBaseURL: cfg.PublicBaseURL,
+		APIURL: apiURL, AgentJWTSecret: cfg.AgentJWTSecret, AgentJWTTTL: cfg.AgentJWTTTL,
+		EnableCompanyDeletion: cfg.EnableCompanyDeletion, AttachmentMaxBytes: cfg.AttachmentMaxBytes,
+		Logger: logger.Named("kernel"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := queue.Migrate(ctx, h.Kernel.Pool); err != nil {
+		return nil, err
+	}
+	h.wasm, err = newWasmLoader(ctx, filepath.Join(cfg.Home, "wasm-cache"), logger.Named("wasm"))
+	if err != nil {
+		return nil, err
+	}
+	h.Supervisor = supervisor.New(h.Kernel, supervisor.Config{
+		Executable: cfg.Executable, DataDir: cfg.Home, APIURL: apiURL, HealthInterval: cfg.HealthInterval,
+		RestartMin: cfg.RestartMin, Logger: logger.Named("supervisor"),
+	}, hostsvc.Deps{}, &dbProvisioner{pool: h.Kernel.Pool, secret: h.Kernel.InstanceSecret()}, h.wasm)
+	h.Queue, err = queue.New(queue.Config{Pool: h.Kernel.Pool, Extensions: h.Supervisor, Logger: logger.Named("queue")})
+	if err != nil {
+		return nil, err
+	}
+	h.Supervisor.SetEnqueuer(h.Queue)
+	h.Supervisor.SetPublisher(h.Queue)
+	h.Kernel.SetEventPublisher(h.Queue)
+	h.Kernel.SetExtensionDirectory(h.Supervisor)
+
+	var sources []*supervisor.Source
+	if !cfg.DisableBuiltins {
+		builtins, err := builtinSources()
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, builtins...)
+	}
+	found, findErr := dirSources(cfg.ExtensionDirs)
+	sources = append(sources, found...)
+	loadErr := h.Supervisor.Load(ctx, sources)
+	h.LoadErr = errors.Join(findErr, loadErr)
+	if h.LoadErr != nil {
+		logger.Warn("some extensions were not loaded", "error", h.LoadErr)
+	}
+	for _, src := range sources {
+		if err := h.Queue.Schedule(src.Manifest); err != nil {
+			logger.Warn("extension jobs not scheduled", "extension", src.Manifest.Key, "error", err)
+		}
+	}
+	if err := h.Queue.Start(context.WithoutCancel(ctx)); err != nil {
+		return nil, err
+	}
+
+	h.app = h.Kernel.NewApp(0)
+	go func() { h.served <- h.app.Listener(h.ln) }()
+	logger.Info("keel is serving", "url", h.URL, "mode", cfg.DeploymentMode, "home", cfg.Home)
+	return h, nil
+}
+
+// Served returns a channel that yields the HTTP server's exit error.
+func (h *Host) Served() <-chan error { return h.served }
+
+// Config returns the normalized configuration.
+func (h *Host) Config() Config { return h.cfg }
+
+// Stop stops serving, shuts down extensions, the queue and the kernel, and the embedded
+// PostgreSQL. Idempotent; safe after a failed Start.
+func (h *Host) Stop(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if h.app != nil {
+		_ = h.app.ShutdownWithTimeout(5 * time.Second)
+		h.app = nil
+	} else if h.ln != nil {
+		_ = h.ln.Close()
+	}
+	h.ln = nil
+	if h.Queue != nil {
+		if err := h.Queue.Stop(ctx); err != nil {
+			h.log.Warn("error stopping job queue", "error", err)
+		}
+		h.Queue = nil
+	}
+	if h.Supervisor != nil {
+		h.Supervisor.Stop(ctx)
+		h.Supervisor = nil
+	}
+	if h.wasm != nil {
+		h.wasm.Close(ctx)
+		h.wasm = nil
+	}
+	if h.Kernel != nil {
+		h.Kernel.Close()
+		h.Kernel = nil
+	}
+	if h.PG != nil {
+		if err := h.PG.Stop(); err != nil {
+			h.log.Warn("error stopping postgres", "error", err)
+		}
+		h.PG = nil
+	}
+}

@@ -1,0 +1,458 @@
+package hostsvc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/keelhq/keel/kernel"
+	"github.com/keelhq/keel/sdk"
+	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
+	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
+)
+
+// Invoker routes a method call from one extension to the extension that provides it.
+type Invoker interface {
+	Invoke(ctx context.Context, caller string, req *hostv1.InvokeRequest) (*hostv1.InvokeResponse, error)
+}
+
+// Enqueuer puts an extension's declared job on the kernel's queue.
+type Enqueuer interface {
+	Enqueue(ctx context.Context, extension string, req *hostv1.EnqueueRequest) (*hostv1.EnqueueResponse, error)
+}
+
+// Publisher delivers a published event to subscribed extensions.
+type Publisher interface {
+	Publish(ctx context.Context, extension string, req *hostv1.PublishRequest) (string, error)
+}
+
+// Deps are the host parts the services reach besides the kernel.
+type Deps struct {
+	Kernel    *kernel.Kernel
+	Invoker   Invoker
+	Enqueuer  Enqueuer
+	Publisher Publisher
+}
+
+// New opens the host services for one extension, gated by its manifest.
+func New(m *sdk.Manifest, d Deps) *Services {
+	b := &base{m: m, d: d}
+	return &Services{
+		Activity: &activity{base: b}, Authz: &authz{base: b}, Principals: &principals{base: b},
+		Companies: &companies{base: b}, Calls: &calls{base: b}, Jobs: &jobs{base: b}, Events: &events{base: b},
+		Settings: &settings{base: b}, Secrets: &secrets{base: b}, Storage: &storage{base: b},
+	}
+}
+
+type base struct {
+	m *sdk.Manifest
+	d Deps
+}
+
+func (b *base) need(capability string) error {
+	if !b.m.HasCapability(capability) {
+		return status.Errorf(codes.PermissionDenied, "capability %s not declared by %s", capability, b.m.Key)
+	}
+	return nil
+}
+
+func internal(err error) error { return status.Error(codes.Internal, err.Error()) }
+
+// companyMustExist refuses calls scoped to a company that does not exist.
+func (b *base) companyMustExist(ctx context.Context, id string) error {
+	if id == "" {
+		return status.Error(codes.InvalidArgument, "company_id is required")
+	}
+	c, err := b.d.Kernel.CompanyGetByID(ctx, id)
+	if err != nil {
+		return internal(err)
+	}
+	if c == nil {
+		return status.Errorf(codes.NotFound, "company %s not found", id)
+	}
+	return nil
+}
+
+// KernelActor turns a wire actor into a kernel actor, re-reading what the kernel owns
+// (agent status and role, board memberships) so a stale or forged actor cannot widen access.
+func KernelActor(ctx context.Context, k *kernel.Kernel, a *extensionv1.Actor) (*kernel.Actor, error) {
+	if a == nil {
+		return &kernel.Actor{Type: kernel.ActorNone}, nil
+	}
+	switch a.Type {
+	case "agent":
+		ag, err := k.AgentGetByID(ctx, a.AgentId)
+		if err != nil {
+			return nil, err
+		}
+		if ag == nil || ag.Status == "terminated" || ag.Status == "pending_approval" {
+			return &kernel.Actor{Type: kernel.ActorNone}, nil
+		}
+		return &kernel.Actor{Type: kernel.ActorAgent, AgentID: ag.ID, CompanyID: ag.CompanyID, AgentRole: ag.Role, RunID: a.RunId, Source: a.Source}, nil
+	case "board":
+		ka, err := k.LoadBoardActor(ctx, a.UserId, a.Source)
+		if err != nil {
+			return nil, err
+		}
+		ka.RunID = a.RunId
+		return ka, nil
+	case "system":
+		return &kernel.Actor{Type: kernel.ActorSystem}, nil
+	}
+	return &kernel.Actor{Type: kernel.ActorNone}, nil
+}
+
+type activity struct {
+	hostv1.UnimplementedActivityServer
+	*base
+}
+
+func (s *activity) Append(ctx context.Context, req *hostv1.AppendActivityRequest) (*hostv1.AppendActivityResponse, error) {
+	if err := s.need(sdk.CapActivity); err != nil {
+		return nil, err
+	}
+	if req.Action == "" {
+		return nil, status.Error(codes.InvalidArgument, "action is required")
+	}
+	if err := s.companyMustExist(ctx, req.CompanyId); err != nil {
+		return nil, err
+	}
+	actorType, actorID := req.ActorType, req.ActorId
+	if actorType == "" {
+		actorType, actorID = "plugin", s.m.Key
+	}
+	var details any
+	if len(req.DetailsJson) > 0 {
+		if !json.Valid(req.DetailsJson) {
+			return nil, status.Error(codes.InvalidArgument, "details_json is not valid JSON")
+		}
+		details = json.RawMessage(req.DetailsJson)
+	}
+	e, err := s.d.Kernel.ActivityInsert(ctx, &kernel.ActivityInsertParams{
+		CompanyID: req.CompanyId, ActorType: actorType, ActorID: actorID, Action: req.Action,
+		EntityType: req.EntityType, EntityID: req.EntityId, AgentID: req.AgentId, RunID: req.RunId,
+		Details: details, Source: s.m.Key,
+	})
+	if err != nil {
+		return nil, internal(err)
+	}
+	return &hostv1.AppendActivityResponse{Id: e.ID, CreatedAt: e.CreatedAt.UTC().Format(time.RFC3339Nano)}, nil
+}
+
+type authz struct {
+	hostv1.UnimplementedAuthzServer
+	*base
+}
+
+func (s *authz) Check(ctx context.Context, req *hostv1.CheckRequest) (*hostv1.CheckResponse, error) {
+	if err := s.need(sdk.CapAuthz); err != nil {
+		return nil, err
+	}
+	a, err := KernelActor(ctx, s.d.Kernel, req.Actor)
+	if err != nil {
+		return nil, internal(err)
+	}
+	if err := s.d.Kernel.AuthorizeCompany(ctx, a, req.CompanyId, req.Permission); err != nil {
+		var apiErr *kernel.APIError
+		if errors.As(err, &apiErr) && apiErr.Status < 500 {
+			return &hostv1.CheckResponse{Allowed: false, Reason: apiErr.Message}, nil
+		}
+		return nil, internal(err)
+	}
+	return &hostv1.CheckResponse{Allowed: true}, nil
+}
+
+type principals struct {
+	hostv1.UnimplementedPrincipalsServer
+	*base
+}
+
+func identity(a *kernel.AgentIdentity) *hostv1.AgentIdentity {
+	return &hostv1.AgentIdentity{Id: a.ID, CompanyId: a.CompanyID, Name: a.Name, UrlKey: a.URLKey, Role: a.Role, Status: a.Status,
+		CreatedAt: a.CreatedAt.UTC().Format(time.RFC3339Nano), UpdatedAt: a.UpdatedAt.UTC().Format(time.RFC3339Nano)}
+}
+
+func (s *principals) GetAgent(ctx context.Context, req *hostv1.GetAgentRequest) (*hostv1.AgentIdentity, error) {
+	if err := s.need(sdk.CapPrincipals); err != nil {
+		return nil, err
+	}
+	a, err := s.d.Kernel.AgentGetByID(ctx, req.AgentId)
+	if err != nil {
+		return nil, internal(err)
+	}
+	if a == nil {
+		return nil, status.Errorf(codes.NotFound, "agent %s not found", req.AgentId)
+	}
+	return identity(a), nil
+}
+
+func (s *principals) ListAgents(ctx context.Context, req *hostv1.ListAgentsRequest) (*hostv1.ListAgentsResponse, error) {
+	if err := s.need(sdk.CapPrincipals); err != nil {
+		return nil, err
+	}
+	list, err := s.d.Kernel.AgentList(ctx, req.CompanyId, req.IncludeTerminated)
+	if err != nil {
+		return nil, internal(err)
+	}
+	out := &hostv1.ListAgentsResponse{}
+	for _, a := range list {
+		out.Agents = append(out.Agents, identity(a))
+	}
+	return out, nil
+}
+
+func (s *principals) CreateAgent(ctx context.Context, req *hostv1.CreateAgentRequest) (*hostv1.AgentIdentity, error) {
+	if err := s.need(sdk.CapPrincipals); err != nil {
+		return nil, err
+	}
+	if err := s.companyMustExist(ctx, req.CompanyId); err != nil {
+		return nil, err
+	}
+	a, err := s.d.Kernel.AgentCreate(ctx, &kernel.AgentCreateParams{CompanyID: req.CompanyId, Name: req.Name, Role: req.Role, Status: req.Status})
+	if err != nil {
+		return nil, apiStatus(err)
+	}
+	return identity(a), nil
+}
+
+func (s *principals) SetAgentStatus(ctx context.Context, req *hostv1.SetAgentStatusRequest) (*hostv1.AgentIdentity, error) {
+	if err := s.need(sdk.CapPrincipals); err != nil {
+		return nil, err
+	}
+	a, err := s.d.Kernel.AgentSetStatus(ctx, req.AgentId, req.Status)
+	if err != nil {
+		return nil, apiStatus(err)
+	}
+	return identity(a), nil
+}
+
+func (s *principals) MintAgentToken(ctx context.Context, req *hostv1.MintAgentTokenRequest) (*hostv1.MintAgentTokenResponse, error) {
+	if err := s.need(sdk.CapPrincipals); err != nil {
+		return nil, err
+	}
+	a, err := s.d.Kernel.AgentGetByID(ctx, req.AgentId)
+	if err != nil {
+		return nil, internal(err)
+	}
+	if a == nil {
+		return nil, status.Errorf(codes.NotFound, "agent %s not found", req.AgentId)
+	}
+	tok, exp, err := s.d.Kernel.MintAgentJWT(a.ID, a.CompanyID, req.AdapterType, req.RunId, time.Duration(req.TtlSeconds)*time.Second)
+	if err != nil {
+		return nil, internal(err)
+	}
+	return &hostv1.MintAgentTokenResponse{Token: tok, ExpiresAt: exp.UTC().Format(time.RFC3339)}, nil
+}
+
+// apiStatus maps a kernel APIError to a gRPC status with the same meaning.
+func apiStatus(err error) error {
+	var apiErr *kernel.APIError
+	if !errors.As(err, &apiErr) {
+		return internal(err)
+	}
+	code := codes.Internal
+	switch apiErr.Status {
+	case 400, 422:
+		code = codes.InvalidArgument
+	case 401:
+		code = codes.Unauthenticated
+	case 403:
+		code = codes.PermissionDenied
+	case 404:
+		code = codes.NotFound
+	case 409:
+		code = codes.FailedPrecondition
+	}
+	return status.Error(code, apiErr.Message)
+}
+
+type companies struct {
+	hostv1.UnimplementedCompaniesServer
+	*base
+}
+
+func (s *companies) Get(ctx context.Context, req *hostv1.GetCompanyRequest) (*hostv1.CompanyResponse, error) {
+	if err := s.need(sdk.CapCompanies); err != nil {
+		return nil, err
+	}
+	c, err := s.d.Kernel.CompanyGetByID(ctx, req.CompanyId)
+	if err != nil {
+		return nil, internal(err)
+	}
+	if c == nil {
+		return nil, status.Errorf(codes.NotFound, "company %s not found", req.CompanyId)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, internal(err)
+	}
+	return &hostv1.CompanyResponse{CompanyJson: b}, nil
+}
+
+type calls struct {
+	hostv1.UnimplementedCallsServer
+	*base
+}
+
+func (s *calls) Invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1.InvokeResponse, error) {
+	if err := s.need(sdk.CapCalls); err != nil {
+		return nil, err
+	}
+	if !s.m.UsesMethod(req.Method) {
+		return nil, status.Errorf(codes.PermissionDenied, "%s does not declare that it uses %s", s.m.Key, req.Method)
+	}
+	if s.d.Invoker == nil {
+		return nil, status.Error(codes.Unavailable, "no extension calls are routed on this host")
+	}
+	return s.d.Invoker.Invoke(ctx, s.m.Key, req)
+}
+
+type jobs struct {
+	hostv1.UnimplementedJobsServer
+	*base
+}
+
+func (s *jobs) Enqueue(ctx context.Context, req *hostv1.EnqueueRequest) (*hostv1.EnqueueResponse, error) {
+	if err := s.need(sdk.CapJobs); err != nil {
+		return nil, err
+	}
+	declared := false
+	for _, j := range s.m.Jobs {
+		if j.Key == req.JobKey {
+			declared = true
+		}
+	}
+	if !declared {
+		return nil, status.Errorf(codes.InvalidArgument, "job %s is not declared by %s", req.JobKey, s.m.Key)
+	}
+	if s.d.Enqueuer == nil {
+		return nil, status.Error(codes.Unavailable, "the job queue is not running")
+	}
+	return s.d.Enqueuer.Enqueue(ctx, s.m.Key, req)
+}
+
+type events struct {
+	hostv1.UnimplementedEventsServer
+	*base
+}
+
+func (s *events) Publish(ctx context.Context, req *hostv1.PublishRequest) (*hostv1.PublishResponse, error) {
+	if err := s.need(sdk.CapEvents); err != nil {
+		return nil, err
+	}
+	if req.Type == "" {
+		return nil, status.Error(codes.InvalidArgument, "type is required")
+	}
+	if s.d.Publisher == nil {
+		return nil, status.Error(codes.Unavailable, "event delivery is not running")
+	}
+	id, err := s.d.Publisher.Publish(ctx, s.m.Key, req)
+	if err != nil {
+		return nil, internal(err)
+	}
+	return &hostv1.PublishResponse{Id: id}, nil
+}
+
+type settings struct {
+	hostv1.UnimplementedSettingsServer
+	*base
+}
+
+func (s *settings) Get(ctx context.Context, req *hostv1.GetSettingsRequest) (*hostv1.GetSettingsResponse, error) {
+	if err := s.need(sdk.CapSettings); err != nil {
+		return nil, err
+	}
+	if req.Section != "general" && req.Section != "experimental" {
+		return nil, status.Errorf(codes.InvalidArgument, "unknown settings section %q", req.Section)
+	}
+	b, err := s.d.Kernel.SettingsGet(ctx, req.Section)
+	if err != nil {
+		return nil, internal(err)
+	}
+	return &hostv1.GetSettingsResponse{SettingsJson: b}, nil
+}
+
+type secrets struct {
+	hostv1.UnimplementedSecretsServer
+	*base
+}
+
+// Resolve asks the extension that provides secrets.resolve; the kernel keeps no secrets.
+func (s *secrets) Resolve(ctx context.Context, req *hostv1.ResolveSecretRequest) (*hostv1.ResolveSecretResponse, error) {
+	if err := s.need(sdk.CapSecrets); err != nil {
+		return nil, err
+	}
+	if s.d.Invoker == nil {
+		return nil, status.Error(codes.Unavailable, "no secrets provider is installed")
+	}
+	in, _ := json.Marshal(map[string]any{"companyId": req.CompanyId, "secretId": req.SecretId, "version": req.Version, "requester": s.m.Key})
+	res, err := s.d.Invoker.Invoke(ctx, "kernel", &hostv1.InvokeRequest{Method: "secrets.resolve", InputJson: in, CompanyId: req.CompanyId, Actor: sdk.SystemActor()})
+	if err != nil {
+		return nil, err
+	}
+	if res.Error != nil {
+		return nil, status.Error(codes.FailedPrecondition, res.Error.Message)
+	}
+	var out struct {
+		Value   string `json:"value"`
+		Version int32  `json:"version"`
+	}
+	if err := json.Unmarshal(res.OutputJson, &out); err != nil {
+		return nil, internal(err)
+	}
+	return &hostv1.ResolveSecretResponse{Value: out.Value, Version: out.Version}, nil
+}
+
+type storage struct {
+	hostv1.UnimplementedStorageServer
+	*base
+}
+
+const maxStorageValue = 1 << 20
+
+func (s *storage) Get(ctx context.Context, req *hostv1.StorageKey) (*hostv1.StorageGetResponse, error) {
+	if err := s.need(sdk.CapStorage); err != nil {
+		return nil, err
+	}
+	v, ok, err := s.d.Kernel.KVGet(ctx, s.m.Key, req.CompanyId, req.Key)
+	if err != nil {
+		return nil, internal(err)
+	}
+	return &hostv1.StorageGetResponse{Value: v, Found: ok}, nil
+}
+
+func (s *storage) Set(ctx context.Context, req *hostv1.StorageSetRequest) (*hostv1.StorageSetResponse, error) {
+	if err := s.need(sdk.CapStorage); err != nil {
+		return nil, err
+	}
+	if req.Key == "" {
+		return nil, status.Error(codes.InvalidArgument, "key is required")
+	}
+	if len(req.Value) > maxStorageValue {
+		return nil, status.Errorf(codes.InvalidArgument, "value exceeds %d bytes", maxStorageValue)
+	}
+	if req.CompanyId != "" {
+		if err := s.companyMustExist(ctx, req.CompanyId); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.d.Kernel.KVSet(ctx, s.m.Key, req.CompanyId, req.Key, req.Value); err != nil {
+		return nil, internal(err)
+	}
+	return &hostv1.StorageSetResponse{}, nil
+}
+
+func (s *storage) Delete(ctx context.Context, req *hostv1.StorageKey) (*hostv1.StorageDeleteResponse, error) {
+	if err := s.need(sdk.CapStorage); err != nil {
+		return nil, err
+	}
+	ok, err := s.d.Kernel.KVDelete(ctx, s.m.Key, req.CompanyId, req.Key)
+	if err != nil {
+		return nil, internal(err)
+	}
+	return &hostv1.StorageDeleteResponse{Deleted: ok}, nil
+}

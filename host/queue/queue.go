@@ -1,0 +1,304 @@
+// Package queue is keel's one job queue, River on PostgreSQL: extension jobs (on demand, on
+// a cron schedule or an interval), and at-least-once event delivery to subscribed
+// extensions. River elects one leader among keel nodes for periodic work and hands each job
+// to exactly one node; unique keys drop duplicates.
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/robfig/cron/v3"
+
+	"github.com/keelhq/keel/kernel"
+	"github.com/keelhq/keel/sdk"
+	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
+	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
+)
+
+// Schema is the PostgreSQL schema holding River's tables.
+const Schema = "river"
+
+// Extensions is what the queue needs of the supervisor.
+type Extensions interface {
+	// Extension returns the live client of a running extension, or nil while it is down.
+	Extension(key string) extensionv1.ExtensionClient
+	// Manifests returns the manifests of loaded extensions.
+	Manifests() []*sdk.Manifest
+}
+
+// JobArgs is one run of an extension's declared job.
+type JobArgs struct {
+	Extension string          `json:"extension" river:"unique"`
+	Key       string          `json:"key" river:"unique"`
+	UniqueKey string          `json:"uniqueKey,omitempty" river:"unique"`
+	Args      json.RawMessage `json:"args,omitempty"`
+}
+
+// Kind names the River job kind.
+func (JobArgs) Kind() string { return "keel_extension_job" }
+
+// EventArgs is one delivery of an event to one subscriber.
+type EventArgs struct {
+	Extension  string          `json:"extension" river:"unique"`
+	EventID    string          `json:"eventId" river:"unique"`
+	Type       string          `json:"type"`
+	CompanyID  string          `json:"companyId,omitempty"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+	OccurredAt time.Time       `json:"occurredAt"`
+	Source     string          `json:"source"`
+}
+
+// Kind names the River job kind.
+func (EventArgs) Kind() string { return "keel_event_delivery" }
+
+// Queue wraps the River client.
+type Queue struct {
+	client *river.Client[pgx.Tx]
+	exts   Extensions
+	log    hclog.Logger
+}
+
+// Config configures the queue.
+type Config struct {
+	Pool       *pgxpool.Pool
+	Extensions Extensions
+	Logger     hclog.Logger
+	// MaxWorkers bounds concurrent jobs on this node (default 16).
+	MaxWorkers int
+	// FetchPoll is how often workers poll when LISTEN/NOTIFY is quiet (default River's).
+	FetchPoll time.Duration
+}
+
+// Migrate applies River's migrations in its own schema; safe to re-run and to race.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	if _, err := pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+Schema); err != nil {
+		return fmt.Errorf("error creating schema %s: %w", Schema, err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("error migrating job queue: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(727001)`); err != nil {
+		return fmt.Errorf("error locking job queue migrations: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(727001)`) //nolint:errcheck
+	m, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Schema: Schema})
+	if err != nil {
+		return fmt.Errorf("error preparing job queue migrations: %w", err)
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("error migrating job queue: %w", err)
+	}
+	return nil
+}
+
+// New returns a queue whose workers call into the extensions. Call Start to work jobs.
+func New(cfg Config) (*Queue, error) {
+	if cfg.MaxWorkers <= 0 {
+		cfg.MaxWorkers = 16
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	q := &Queue{exts: cfg.Extensions, log: cfg.Logger}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, river.WorkFunc(q.workJob))
+	river.AddWorker(workers, river.WorkFunc(q.workEvent))
+	rc := &river.Config{
+		Schema:               Schema,
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
+		Workers:              workers,
+		MaxAttempts:          10,
+		JobTimeout:           5 * time.Minute,
+		Logger:               nil,
+		RescueStuckJobsAfter: 10 * time.Minute,
+	}
+	if cfg.FetchPoll > 0 {
+		rc.FetchPollInterval = cfg.FetchPoll
+		rc.FetchCooldown = min(cfg.FetchPoll, 100*time.Millisecond)
+	}
+	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), rc)
+	if err != nil {
+		return nil, fmt.Errorf("error creating job queue client: %w", err)
+	}
+	q.client = client
+	return q, nil
+}
+
+// Start begins working jobs on this node.
+func (q *Queue) Start(ctx context.Context) error {
+	if err := q.client.Start(ctx); err != nil {
+		return fmt.Errorf("error starting job queue: %w", err)
+	}
+	return nil
+}
+
+// Stop waits for running jobs to finish (bounded by ctx).
+func (q *Queue) Stop(ctx context.Context) error { return q.client.Stop(ctx) }
+
+// Client exposes the River client for kernel-level jobs.
+func (q *Queue) Client() *river.Client[pgx.Tx] { return q.client }
+
+// Schedule registers the declared cron and interval jobs of a manifest as River periodic
+// jobs; only the elected leader node inserts them, so each tick runs once per cluster.
+func (q *Queue) Schedule(m *sdk.Manifest) error {
+	for _, j := range m.Jobs {
+		var sched river.PeriodicSchedule
+		switch {
+		case j.Cron != "":
+			s, err := cron.ParseStandard(j.Cron)
+			if err != nil {
+				return fmt.Errorf("job %s of %s: invalid cron %q: %w", j.Key, m.Key, j.Cron, err)
+			}
+			sched = s
+		case j.Every != "":
+			d, err := time.ParseDuration(j.Every)
+			if err != nil || d < time.Second {
+				return fmt.Errorf("job %s of %s: invalid interval %q (use a duration of at least 1s)", j.Key, m.Key, j.Every)
+			}
+			sched = river.PeriodicInterval(d)
+		default:
+			continue
+		}
+		args := JobArgs{Extension: m.Key, Key: j.Key}
+		q.client.PeriodicJobs().Add(river.NewPeriodicJob(sched, func() (river.JobArgs, *river.InsertOpts) {
+			return args, nil
+		}, &river.PeriodicJobOpts{ID: "ext:" + m.Key + ":" + j.Key}))
+	}
+	return nil
+}
+
+// Enqueue implements hostsvc.Enqueuer.
+func (q *Queue) Enqueue(ctx context.Context, extension string, req *hostv1.EnqueueRequest) (*hostv1.EnqueueResponse, error) {
+	args := JobArgs{Extension: extension, Key: req.JobKey, UniqueKey: req.UniqueKey, Args: req.ArgsJson}
+	if len(args.Args) > 0 && !json.Valid(args.Args) {
+		return nil, errors.New("args_json is not valid JSON")
+	}
+	opts := &river.InsertOpts{}
+	if req.UniqueKey != "" {
+		opts.UniqueOpts = river.UniqueOpts{ByArgs: true}
+	}
+	if req.RunAt != "" {
+		t, err := time.Parse(time.RFC3339, req.RunAt)
+		if err != nil {
+			return nil, fmt.Errorf("invalid run_at %q: %w", req.RunAt, err)
+		}
+		opts.ScheduledAt = t
+	}
+	if req.MaxAttempts > 0 {
+		opts.MaxAttempts = int(req.MaxAttempts)
+	}
+	res, err := q.client.Insert(ctx, args, opts)
+	if err != nil {
+		return nil, fmt.Errorf("error enqueueing job %s of %s: %w", req.JobKey, extension, err)
+	}
+	return &hostv1.EnqueueResponse{JobId: fmt.Sprint(res.Job.ID), Duplicate: res.UniqueSkippedAsDuplicate}, nil
+}
+
+// Subscribed reports whether a subscription pattern ("*", "issue.*", "issue.created") matches.
+func Subscribed(patterns []string, eventType string) bool {
+	for _, p := range patterns {
+		switch {
+		case p == "*" || p == eventType:
+			return true
+		case strings.HasSuffix(p, ".*") && strings.HasPrefix(eventType, strings.TrimSuffix(p, "*")):
+			return true
+		}
+	}
+	return false
+}
+
+func (q *Queue) deliveries(ev *kernel.Event) []river.InsertManyParams {
+	var params []river.InsertManyParams
+	for _, m := range q.exts.Manifests() {
+		if m.Key == ev.Source || !(Subscribed(m.Events, ev.Type) || Subscribed(m.Events, "activity.logged")) {
+			continue
+		}
+		params = append(params, river.InsertManyParams{Args: EventArgs{
+			Extension: m.Key, EventID: ev.ID, Type: ev.Type, CompanyID: ev.CompanyID, Payload: ev.Payload,
+			OccurredAt: ev.OccurredAt, Source: ev.Source,
+		}, InsertOpts: &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}})
+	}
+	return params
+}
+
+// PublishEventTx implements kernel.EventPublisherTx: deliveries commit with the entry.
+func (q *Queue) PublishEventTx(ctx context.Context, tx pgx.Tx, ev *kernel.Event) error {
+	params := q.deliveries(ev)
+	if len(params) == 0 {
+		return nil
+	}
+	if _, err := q.client.InsertManyTx(ctx, tx, params); err != nil {
+		return fmt.Errorf("error enqueueing deliveries of %s: %w", ev.Type, err)
+	}
+	return nil
+}
+
+// PublishEvent implements kernel.EventPublisher.
+func (q *Queue) PublishEvent(ctx context.Context, ev *kernel.Event) error {
+	params := q.deliveries(ev)
+	if len(params) == 0 {
+		return nil
+	}
+	if _, err := q.client.InsertMany(ctx, params); err != nil {
+		return fmt.Errorf("error enqueueing deliveries of %s: %w", ev.Type, err)
+	}
+	return nil
+}
+
+// Publish implements hostsvc.Publisher for events an extension publishes directly.
+func (q *Queue) Publish(ctx context.Context, extension string, req *hostv1.PublishRequest) (string, error) {
+	if len(req.PayloadJson) > 0 && !json.Valid(req.PayloadJson) {
+		return "", errors.New("payload_json is not valid JSON")
+	}
+	id := fmt.Sprintf("%s-%d", extension, time.Now().UnixNano())
+	ev := &kernel.Event{ID: id, Type: req.Type, CompanyID: req.CompanyId, Payload: req.PayloadJson, OccurredAt: time.Now().UTC(), Source: extension}
+	return id, q.PublishEvent(ctx, ev)
+}
+
+func (q *Queue) workJob(ctx context.Context, job *river.Job[JobArgs]) error {
+	c := q.exts.Extension(job.Args.Extension)
+	if c == nil {
+		return fmt.Errorf("extension %s is not running", job.Args.Extension)
+	}
+	res, err := c.RunJob(ctx, &extensionv1.RunJobRequest{JobKey: job.Args.Key, ArgsJson: job.Args.Args, Attempt: int32(job.Attempt), JobId: fmt.Sprint(job.ID)})
+	if err != nil {
+		return fmt.Errorf("job %s of %s: %w", job.Args.Key, job.Args.Extension, err)
+	}
+	if res.Error != nil {
+		return fmt.Errorf("job %s of %s failed: %s", job.Args.Key, job.Args.Extension, res.Error.Message)
+	}
+	return nil
+}
+
+func (q *Queue) workEvent(ctx context.Context, job *river.Job[EventArgs]) error {
+	a := job.Args
+	c := q.exts.Extension(a.Extension)
+	if c == nil {
+		return fmt.Errorf("extension %s is not running", a.Extension)
+	}
+	res, err := c.OnEvent(ctx, &extensionv1.Event{Id: a.EventID, Type: a.Type, CompanyId: a.CompanyID, PayloadJson: a.Payload,
+		OccurredAt: a.OccurredAt.UTC().Format(time.RFC3339Nano), Source: a.Source})
+	if err != nil {
+		return fmt.Errorf("delivering %s to %s: %w", a.Type, a.Extension, err)
+	}
+	if res.Error != nil {
+		return fmt.Errorf("delivering %s to %s failed: %s", a.Type, a.Extension, res.Error.Message)
+	}
+	return nil
+}
+
+var _ rivertype.JobArgs = JobArgs{}

@@ -1,0 +1,347 @@
+package supervisor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/keelhq/keel/host/hostsvc"
+	"github.com/keelhq/keel/kernel"
+	"github.com/keelhq/keel/sdk"
+	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
+	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
+)
+
+// RoleEnv names the environment variable that tells a keel (or test) binary to run as a
+// first-party extension instead of its usual role.
+const RoleEnv = "KEEL_EXTENSION_ROLE"
+
+// managed is one loaded extension and its current process or module.
+type managed struct {
+	s        *Supervisor
+	key      string
+	src      *Source
+	rec      *kernel.ExtensionRecord
+	services *hostsvc.Services
+
+	mu       sync.Mutex
+	status   string
+	client   extensionv1.ExtensionClient
+	pc       *plugin.Client
+	wasm     WasmModule
+	pid      int
+	restarts int
+	lastErr  error
+	stopped  bool
+	watching bool
+}
+
+func (m *managed) current() (extensionv1.ExtensionClient, string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.client, m.status
+}
+
+func (m *managed) setStatus(ctx context.Context, status, action string, cause error) {
+	m.mu.Lock()
+	m.status = status
+	if cause != nil {
+		m.lastErr = cause
+	} else if status == kernel.ExtensionReady {
+		m.lastErr = nil
+	}
+	m.mu.Unlock()
+	m.s.recordState(ctx, m.key, status, action, cause)
+}
+
+// start launches the extension once and starts the watcher that keeps it running.
+func (m *managed) start(ctx context.Context) error {
+	err := m.launch(ctx)
+	m.mu.Lock()
+	if !m.watching && !m.stopped {
+		m.watching = true
+		m.s.wg.Add(1)
+		go m.watch()
+	}
+	m.mu.Unlock()
+	return err
+}
+
+func (m *managed) launch(ctx context.Context) error {
+	mf := m.src.Manifest
+	m.mu.Lock()
+	if m.stopped {
+		m.mu.Unlock()
+		return errors.New("supervisor stopped")
+	}
+	m.mu.Unlock()
+	var dbURL string
+	if mf.HasCapability(sdk.CapDatabase) {
+		if m.s.db == nil {
+			err := errors.New("the database capability is not available on this host")
+			m.setStatus(ctx, kernel.ExtensionError, "extension.failed", err)
+			return err
+		}
+		u, err := m.s.db.ProvisionExtensionDatabase(ctx, m.key)
+		if err != nil {
+			m.setStatus(ctx, kernel.ExtensionError, "extension.failed", err)
+			return err
+		}
+		dbURL = u
+	}
+	dataDir := filepath.Join(m.s.cfg.DataDir, "extensions", m.key)
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		err = fmt.Errorf("error creating data dir of %s: %w", m.key, err)
+		m.setStatus(ctx, kernel.ExtensionError, "extension.failed", err)
+		return err
+	}
+	configure := &extensionv1.ConfigureRequest{
+		ConfigJson: m.rec.Config, DatabaseUrl: dbURL, DataDir: dataDir, InstanceId: m.s.k.InstanceID(),
+		ApiUrl: m.s.cfg.APIURL, KernelVersion: kernel.Version,
+	}
+	if mf.Runtime.Kind == sdk.RuntimeWasm {
+		return m.launchWasm(ctx, configure)
+	}
+	return m.launchProcess(ctx, configure)
+}
+
+func (m *managed) launchWasm(ctx context.Context, configure *extensionv1.ConfigureRequest) error {
+	if m.s.wasm == nil {
+		err := errors.New("wasm extensions are not supported on this host")
+		m.setStatus(ctx, kernel.ExtensionError, "extension.failed", err)
+		return err
+	}
+	mod, err := m.s.wasm.LoadWasm(ctx, m.src, m.services)
+	if err != nil {
+		m.setStatus(ctx, kernel.ExtensionError, "extension.failed", err)
+		return err
+	}
+	if _, err := mod.Configure(ctx, configure); err != nil {
+		_ = mod.Close(ctx)
+		err = fmt.Errorf("error configuring %s: %w", m.key, err)
+		m.setStatus(ctx, kernel.ExtensionError, "extension.failed", err)
+		return err
+	}
+	m.mu.Lock()
+	m.wasm, m.client = mod, mod
+	m.mu.Unlock()
+	m.setStatus(ctx, kernel.ExtensionReady, "extension.ready", nil)
+	return nil
+}
+
+func (m *managed) command() (*exec.Cmd, *plugin.SecureConfig, error) {
+	mf := m.src.Manifest
+	var cmd *exec.Cmd
+	var secure *plugin.SecureConfig
+	if m.src.Builtin {
+		cmd = exec.Command(m.s.cfg.Executable, "extension", m.key)
+		cmd.Env = append(os.Environ(), RoleEnv+"="+m.key)
+	} else {
+		if mf.Runtime.Executable == "" {
+			return nil, nil, fmt.Errorf("extension %s names no executable", m.key)
+		}
+		path := filepath.Join(m.src.Dir, filepath.Clean("/" + mf.Runtime.Executable)[1:])
+		if _, err := os.Stat(path); err != nil {
+			return nil, nil, fmt.Errorf("executable of %s: %w", m.key, err)
+		}
+		if mf.Runtime.SHA256 != "" {
+			sum, err := hex.DecodeString(mf.Runtime.SHA256)
+			if err != nil {
+				return nil, nil, fmt.Errorf("sha256 of %s: %w", m.key, err)
+			}
+			secure = &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
+		}
+		cmd = exec.Command(path)
+		cmd.Dir = m.src.Dir
+		cmd.Env = os.Environ()
+	}
+	// The extension dies with the host, even when the host is killed with SIGKILL.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd, secure, nil
+}
+
+func (m *managed) launchProcess(ctx context.Context, configure *extensionv1.ConfigureRequest) error {
+	fail := func(err error) error {
+		m.setStatus(ctx, kernel.ExtensionError, "extension.failed", err)
+		return err
+	}
+	cmd, secure, err := m.command()
+	if err != nil {
+		return fail(err)
+	}
+	pc := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  sdk.Handshake,
+		Plugins:          plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{}},
+		Cmd:              cmd,
+		SecureConfig:     secure,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		Logger:           m.s.log.Named(m.key),
+		StartTimeout:     m.s.cfg.StartTimeout,
+		GRPCDialOptions:  []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20))},
+	})
+	rpc, err := pc.Client()
+	if err != nil {
+		pc.Kill()
+		return fail(fmt.Errorf("error launching %s: %w", m.key, err))
+	}
+	raw, err := rpc.Dispense(sdk.PluginName)
+	if err != nil {
+		pc.Kill()
+		return fail(fmt.Errorf("error dispensing %s: %w", m.key, err))
+	}
+	c := raw.(*sdk.Client)
+	desc, err := c.Describe(ctx, &extensionv1.DescribeRequest{})
+	if err != nil {
+		pc.Kill()
+		return fail(fmt.Errorf("error describing %s: %w", m.key, err))
+	}
+	var got sdk.Manifest
+	if err := json.Unmarshal(desc.ManifestJson, &got); err != nil || got.Key != m.key || got.Version != m.src.Manifest.Version {
+		pc.Kill()
+		return fail(fmt.Errorf("extension process describes itself as %s %s, expected %s %s", got.Key, got.Version, m.key, m.src.Manifest.Version))
+	}
+	brokerID := c.Broker.NextId()
+	svc := m.services
+	go c.Broker.AcceptAndServe(brokerID, func(opts []grpc.ServerOption) *grpc.Server {
+		srv := grpc.NewServer(opts...)
+		hostv1.RegisterActivityServer(srv, svc.Activity)
+		hostv1.RegisterAuthzServer(srv, svc.Authz)
+		hostv1.RegisterPrincipalsServer(srv, svc.Principals)
+		hostv1.RegisterCompaniesServer(srv, svc.Companies)
+		hostv1.RegisterCallsServer(srv, svc.Calls)
+		hostv1.RegisterJobsServer(srv, svc.Jobs)
+		hostv1.RegisterEventsServer(srv, svc.Events)
+		hostv1.RegisterSettingsServer(srv, svc.Settings)
+		hostv1.RegisterSecretsServer(srv, svc.Secrets)
+		hostv1.RegisterStorageServer(srv, svc.Storage)
+		return srv
+	})
+	configure.HostBrokerId = brokerID
+	if _, err := c.Configure(ctx, configure); err != nil {
+		pc.Kill()
+		return fail(fmt.Errorf("error configuring %s: %w", m.key, err))
+	}
+	m.mu.Lock()
+	if m.stopped {
+		m.mu.Unlock()
+		pc.Kill()
+		return errors.New("supervisor stopped")
+	}
+	m.pc, m.client = pc, c
+	if cmd.Process != nil {
+		m.pid = cmd.Process.Pid
+	}
+	m.mu.Unlock()
+	m.setStatus(ctx, kernel.ExtensionReady, "extension.ready", nil)
+	return nil
+}
+
+// watch notices a dead process at once (and a hung one at the next failed health ping) and
+// restarts it with exponential backoff, reset after a minute of good health.
+func (m *managed) watch() {
+	defer m.s.wg.Done()
+	ctx := m.s.ctx
+	backoff := m.s.cfg.RestartMin
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	lastPing := time.Now()
+	healthySince := time.Now()
+	failedPings := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		m.mu.Lock()
+		pc, client, wasm := m.pc, m.client, m.wasm
+		m.mu.Unlock()
+		if wasm != nil {
+			continue // wasm modules live inside the host; a failed call discards its instance.
+		}
+		down := client == nil
+		var cause error
+		if pc != nil && pc.Exited() {
+			down, cause = true, errors.New("extension process exited")
+		}
+		if !down && time.Since(lastPing) >= m.s.cfg.HealthInterval {
+			lastPing = time.Now()
+			pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := client.Health(pingCtx, &extensionv1.HealthRequest{})
+			cancel()
+			if err != nil {
+				failedPings++
+				if failedPings >= 2 {
+					down, cause = true, fmt.Errorf("extension failed two health pings: %w", err)
+				}
+			} else {
+				failedPings = 0
+			}
+		}
+		if !down {
+			if time.Since(healthySince) > time.Minute {
+				backoff = m.s.cfg.RestartMin
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if pc != nil {
+			m.mu.Lock()
+			m.client, m.pc, m.pid = nil, nil, 0
+			m.restarts++
+			m.mu.Unlock()
+			pc.Kill()
+			m.setStatus(ctx, kernel.ExtensionError, "extension.exited", cause)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		m.s.recordState(ctx, m.key, kernel.ExtensionError, "extension.restarting", nil)
+		launchCtx, cancel := context.WithTimeout(ctx, m.s.cfg.StartTimeout+5*time.Second)
+		err := m.launch(launchCtx)
+		cancel()
+		if err != nil {
+			backoff = min(backoff*2, m.s.cfg.RestartMax)
+			continue
+		}
+		healthySince, lastPing, failedPings = time.Now(), time.Now(), 0
+	}
+}
+
+func (m *managed) shutdown(ctx context.Context) {
+	m.mu.Lock()
+	m.stopped = true
+	pc, client, wasm := m.pc, m.client, m.wasm
+	m.client, m.pc, m.wasm, m.pid = nil, nil, nil, 0
+	m.mu.Unlock()
+	if client != nil {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, _ = client.Shutdown(sctx, &extensionv1.ShutdownRequest{})
+		cancel()
+	}
+	if pc != nil {
+		pc.Kill()
+	}
+	if wasm != nil {
+		_ = wasm.Close(ctx)
+	}
+	if client != nil {
+		m.s.recordState(ctx, m.key, m.status, "extension.stopped", nil)
+	}
+}

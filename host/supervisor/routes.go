@@ -1,0 +1,135 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/keelhq/keel/kernel"
+	"github.com/keelhq/keel/sdk"
+	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
+)
+
+// LimitError is returned by a wasm module whose call broke a limit; the route answers
+// with the status and code it carries.
+type LimitError interface {
+	error
+	HTTPStatus() int
+	Code() string
+}
+
+// routesFor turns a manifest's routes into route-table entries owned by the extension.
+func (s *Supervisor) routesFor(m *managed) []*kernel.Route {
+	mf := m.src.Manifest
+	out := make([]*kernel.Route, 0, len(mf.Routes))
+	for _, r := range mf.Routes {
+		route := &kernel.Route{
+			Method: r.Method, Pattern: r.Path, Owner: mf.Key, Access: kernel.Access(r.Access),
+			Permission: r.Permission, Summary: r.Summary, RequestSchema: r.RequestSchema, Status: http.StatusOK,
+		}
+		if r.Company != nil {
+			route.CompanyFrom, route.CompanyKey = r.Company.From, r.Company.Key
+		}
+		route.Handler = s.forward(m, route.Method+" "+route.Pattern)
+		out = append(out, route)
+	}
+	return out
+}
+
+// ProtoActor converts a kernel actor to its wire form.
+func ProtoActor(a *kernel.Actor) *extensionv1.Actor {
+	if a == nil {
+		return &extensionv1.Actor{Type: string(kernel.ActorNone)}
+	}
+	return &extensionv1.Actor{
+		Type: string(a.Type), UserId: a.UserID, AgentId: a.AgentID, CompanyId: a.CompanyID, RunId: a.RunID,
+		Source: a.Source, IsInstanceAdmin: a.IsInstanceAdmin, CompanyIds: a.CompanyIDs(), KeyId: a.KeyID,
+	}
+}
+
+func unavailable(key string) *kernel.APIError {
+	return (&kernel.APIError{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("Extension %s is unavailable; it is restarting", key)}).WithCode("extension_unavailable")
+}
+
+// forward serves a route by one Handle call to the owning extension.
+func (s *Supervisor) forward(m *managed, pattern string) kernel.HandlerFunc {
+	return func(c *fiber.Ctx, rc *kernel.RequestContext) error {
+		client, _ := m.current()
+		if client == nil {
+			c.Set(fiber.HeaderRetryAfter, "1")
+			return unavailable(m.key)
+		}
+		req := &extensionv1.HTTPRequest{
+			Method: c.Method(), Path: c.Path(), Pattern: pattern, Params: rc.Params,
+			RawQuery: string(c.Request().URI().QueryString()), Body: c.Body(),
+			Actor: ProtoActor(rc.Actor), CompanyId: rc.CompanyID, RequestId: rc.RequestID,
+			Headers: map[string]*extensionv1.HeaderValues{},
+		}
+		c.Request().Header.VisitAll(func(k, v []byte) {
+			name := string(k)
+			if strings.EqualFold(name, fiber.HeaderAuthorization) || strings.EqualFold(name, fiber.HeaderCookie) {
+				if rc.Route.Access != kernel.AccessPublic {
+					return // credentials stay in the kernel; the extension gets the resolved actor
+				}
+			}
+			hv := req.Headers[name]
+			if hv == nil {
+				hv = &extensionv1.HeaderValues{}
+				req.Headers[name] = hv
+			}
+			hv.Values = append(hv.Values, string(v))
+		})
+		ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.RequestTimeout)
+		defer cancel()
+		res, err := client.Handle(ctx, req)
+		if err != nil {
+			return s.callError(m, err)
+		}
+		for k, hv := range res.Headers {
+			for i, v := range hv.Values {
+				if i == 0 {
+					c.Set(k, v)
+				} else {
+					c.Response().Header.Add(k, v)
+				}
+			}
+		}
+		st := int(res.Status)
+		if st == 0 {
+			st = http.StatusOK
+		}
+		c.Status(st)
+		return c.Send(res.Body)
+	}
+}
+
+// callError maps a failed Handle or Call to an API error.
+func (s *Supervisor) callError(m *managed, err error) error {
+	var le LimitError
+	if errors.As(err, &le) {
+		return (&kernel.APIError{Status: le.HTTPStatus(), Message: le.Error(), Internal: nil}).WithCode(le.Code())
+	}
+	st, ok := status.FromError(err)
+	if ok {
+		switch st.Code() {
+		case codes.Unavailable, codes.Canceled:
+			return unavailable(m.key)
+		case codes.DeadlineExceeded:
+			return (&kernel.APIError{Status: http.StatusGatewayTimeout, Message: fmt.Sprintf("Extension %s did not answer in time", m.key)}).WithCode("extension_timeout")
+		case codes.Unimplemented:
+			return (&kernel.APIError{Status: http.StatusNotImplemented, Message: st.Message()}).WithCode("extension_unimplemented")
+		}
+	}
+	if client, _ := m.current(); client == nil {
+		return unavailable(m.key)
+	}
+	return &kernel.APIError{Status: http.StatusBadGateway, Message: fmt.Sprintf("Extension %s failed to answer", m.key), Internal: err, Code: "extension_error"}
+}
+
+var _ = sdk.AccessPublic

@@ -1,0 +1,394 @@
+// Package supervisor loads, launches and watches extensions: process extensions through
+// go-plugin (gRPC over a Unix socket, one OS process each) and wasm modules through wazero.
+// It composes their manifest routes into the kernel's route table with collision checks,
+// answers their routes with 503 while they are down, restarts crashed processes with
+// backoff, pings them for health and writes every state change to the activity log.
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/keelhq/keel/host/hostsvc"
+	"github.com/keelhq/keel/kernel"
+	"github.com/keelhq/keel/sdk"
+	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
+)
+
+// Source is one extension the host should load.
+type Source struct {
+	Manifest *sdk.Manifest
+	// ManifestJSON is the manifest as written, stored in the registry.
+	ManifestJSON []byte
+	// Dir holds the manifest and its executable or module (third-party extensions).
+	Dir string
+	// Builtin marks a first-party extension, launched as `keel extension <key>`.
+	Builtin bool
+}
+
+// Config configures the supervisor.
+type Config struct {
+	// Executable is the keel binary that runs first-party extensions (`keel extension <key>`).
+	Executable string
+	// DataDir is where extensions get their own directories.
+	DataDir string
+	APIURL  string
+	// HealthInterval is how often a running extension is pinged (default 5s).
+	HealthInterval time.Duration
+	// RestartMin and RestartMax bound the restart backoff (default 250ms and 30s).
+	RestartMin time.Duration
+	RestartMax time.Duration
+	// RequestTimeout bounds one routed request (default 60s).
+	RequestTimeout time.Duration
+	// StartTimeout bounds a process launch (default 20s).
+	StartTimeout time.Duration
+	Logger       hclog.Logger
+}
+
+// Supervisor owns every loaded extension.
+type Supervisor struct {
+	cfg  Config
+	k    *kernel.Kernel
+	log  hclog.Logger
+	deps hostsvc.Deps
+	db   DatabaseProvisioner
+	wasm WasmLoader
+
+	mu   sync.RWMutex
+	exts map[string]*managed
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// DatabaseProvisioner creates an extension's schema and role and returns its database URL.
+type DatabaseProvisioner interface {
+	ProvisionExtensionDatabase(ctx context.Context, key string) (string, error)
+}
+
+// WasmLoader compiles a wasm extension and returns a client for it.
+type WasmLoader interface {
+	LoadWasm(ctx context.Context, src *Source, services *hostsvc.Services) (WasmModule, error)
+}
+
+// WasmModule is a loaded wasm extension.
+type WasmModule interface {
+	extensionv1.ExtensionClient
+	Close(ctx context.Context) error
+}
+
+// New returns a supervisor for the kernel. deps.Invoker and deps.Publisher default to the
+// supervisor itself.
+func New(k *kernel.Kernel, cfg Config, deps hostsvc.Deps, db DatabaseProvisioner, wasm WasmLoader) *Supervisor {
+	if cfg.HealthInterval <= 0 {
+		cfg.HealthInterval = 5 * time.Second
+	}
+	if cfg.RestartMin <= 0 {
+		cfg.RestartMin = 250 * time.Millisecond
+	}
+	if cfg.RestartMax <= 0 {
+		cfg.RestartMax = 30 * time.Second
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 60 * time.Second
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 20 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Supervisor{cfg: cfg, k: k, log: cfg.Logger, db: db, wasm: wasm, exts: map[string]*managed{}, ctx: ctx, cancel: cancel}
+	deps.Kernel = k
+	if deps.Invoker == nil {
+		deps.Invoker = s
+	}
+	s.deps = deps
+	return s
+}
+
+// SetEnqueuer sets the job queue used by the Jobs host service.
+func (s *Supervisor) SetEnqueuer(e hostsvc.Enqueuer) { s.deps.Enqueuer = e }
+
+// SetPublisher sets the event publisher used by the Events host service.
+func (s *Supervisor) SetPublisher(p hostsvc.Publisher) { s.deps.Publisher = p }
+
+// Load registers and starts extensions. A refused extension (bad config, route collision,
+// unsupported kernel) is recorded with status error and its reason; the others still load.
+// The returned error joins every refusal.
+func (s *Supervisor) Load(ctx context.Context, sources []*Source) error {
+	var errs []error
+	var started []*managed
+	for _, src := range sources {
+		m, err := s.register(ctx, src)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if m != nil {
+			started = append(started, m)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, m := range started {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.start(ctx); err != nil {
+				s.log.Warn("extension failed to start; retrying with backoff", "extension", m.key, "error", err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (s *Supervisor) register(ctx context.Context, src *Source) (*managed, error) {
+	mf := src.Manifest
+	runtime := mf.Runtime.Kind
+	source := "path"
+	if src.Builtin {
+		source = "builtin"
+	}
+	rec, err := s.k.ExtensionUpsert(ctx, &kernel.ExtensionUpsertParams{
+		Key: mf.Key, Version: mf.Version, Kind: mf.Kind, Runtime: runtime, Source: source, Path: src.Dir, Manifest: src.ManifestJSON,
+	})
+	if err != nil {
+		return nil, err
+	}
+	refuse := func(err error) (*managed, error) {
+		s.recordState(ctx, mf.Key, kernel.ExtensionError, "extension.refused", err)
+		return nil, fmt.Errorf("extension %s refused: %w", mf.Key, err)
+	}
+	if err := CheckKernelVersion(mf.Kernel, kernel.Version); err != nil {
+		return refuse(err)
+	}
+	if err := mf.ValidateConfig(rec.Config); err != nil {
+		return refuse(err)
+	}
+	s.mu.Lock()
+	if _, dup := s.exts[mf.Key]; dup {
+		s.mu.Unlock()
+		return refuse(fmt.Errorf("an extension with key %s is already loaded", mf.Key))
+	}
+	m := &managed{s: s, key: mf.Key, src: src, rec: rec, services: hostsvc.New(mf, s.deps), status: kernel.ExtensionInstalled}
+	s.exts[mf.Key] = m
+	s.mu.Unlock()
+	if err := s.k.Routes.Add(s.routesFor(m)...); err != nil {
+		s.mu.Lock()
+		delete(s.exts, mf.Key)
+		s.mu.Unlock()
+		return refuse(err)
+	}
+	if !rec.Enabled {
+		m.setStatus(ctx, kernel.ExtensionDisabled, "extension.disabled", nil)
+		return nil, nil
+	}
+	if mf.Flag != "" {
+		on, err := s.k.ExperimentalFlag(ctx, mf.Flag)
+		if err != nil {
+			return refuse(err)
+		}
+		if !on {
+			m.setStatus(ctx, kernel.ExtensionDisabled, "extension.disabled", fmt.Errorf("instance setting %s is off", mf.Flag))
+			return nil, nil
+		}
+	}
+	return m, nil
+}
+
+// Extension returns the live client of a running extension, or nil.
+func (s *Supervisor) Extension(key string) extensionv1.ExtensionClient {
+	m := s.get(key)
+	if m == nil {
+		return nil
+	}
+	c, _ := m.current()
+	return c
+}
+
+func (s *Supervisor) get(key string) *managed {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.exts[key]
+}
+
+// Keys lists loaded extension keys, sorted.
+func (s *Supervisor) Keys() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	keys := make([]string, 0, len(s.exts))
+	for k := range s.exts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Manifests returns the manifests of loaded extensions.
+func (s *Supervisor) Manifests() []*sdk.Manifest {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*sdk.Manifest, 0, len(s.exts))
+	for _, m := range s.exts {
+		out = append(out, m.src.Manifest)
+	}
+	return out
+}
+
+// PID returns the process id of a running process extension (0 otherwise).
+func (s *Supervisor) PID(key string) int {
+	m := s.get(key)
+	if m == nil {
+		return 0
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pid
+}
+
+// ExtensionHealth implements kernel.ExtensionDirectory: it pings the extension now.
+func (s *Supervisor) ExtensionHealth(ctx context.Context, key string) (*kernel.ExtensionHealth, error) {
+	m := s.get(key)
+	if m == nil {
+		return nil, nil
+	}
+	h := &kernel.ExtensionHealth{PluginKey: key, CheckedAt: time.Now().UTC()}
+	m.mu.Lock()
+	h.Status, h.PID, h.Restarts = m.status, m.pid, m.restarts
+	if m.lastErr != nil {
+		msg := m.lastErr.Error()
+		h.LastError = &msg
+	}
+	client := m.client
+	m.mu.Unlock()
+	if client == nil {
+		h.Message = "not running"
+		return h, nil
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	res, err := client.Health(pingCtx, &extensionv1.HealthRequest{})
+	if err != nil {
+		h.Message = err.Error()
+		return h, nil
+	}
+	h.Healthy = res.Status == "ok"
+	h.Message = res.Message
+	return h, nil
+}
+
+// Stop shuts every extension down: a Shutdown call, then the process is killed. Idempotent.
+func (s *Supervisor) Stop(ctx context.Context) {
+	s.cancel()
+	s.mu.RLock()
+	list := make([]*managed, 0, len(s.exts))
+	for _, m := range s.exts {
+		list = append(list, m)
+	}
+	s.mu.RUnlock()
+	var wg sync.WaitGroup
+	for _, m := range list {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.shutdown(ctx)
+		}()
+	}
+	wg.Wait()
+	s.wg.Wait()
+}
+
+// recordState writes a registry status and an instance-level activity entry.
+func (s *Supervisor) recordState(ctx context.Context, key, status, action string, cause error) {
+	ctx = context.WithoutCancel(ctx)
+	if err := s.k.ExtensionSetStatus(ctx, key, status, cause); err != nil {
+		s.log.Error("error recording extension status", "extension", key, "error", err)
+	}
+	details := map[string]any{"status": status}
+	if cause != nil {
+		details["error"] = cause.Error()
+	}
+	if _, err := s.k.ActivityInsert(ctx, &kernel.ActivityInsertParams{
+		ActorType: "system", ActorID: "supervisor", Action: action, EntityType: "extension", EntityID: key, Details: details,
+	}); err != nil {
+		s.log.Error("error recording extension activity", "extension", key, "error", err)
+	}
+	if cause != nil {
+		s.log.Warn("extension state changed", "extension", key, "status", status, "action", action, "error", cause)
+	} else {
+		s.log.Info("extension state changed", "extension", key, "status", status, "action", action)
+	}
+}
+
+// CheckKernelVersion checks a manifest's kernel range (">=0.1 <1.0", space-separated
+// comparisons with >=, >, <=, <, = or a bare version) against the running kernel.
+func CheckKernelVersion(constraint, version string) error {
+	constraint = strings.TrimSpace(constraint)
+	if constraint == "" {
+		return nil
+	}
+	v := parseVersion(version)
+	for _, part := range strings.Fields(constraint) {
+		op := strings.TrimRight(part, "0123456789.")
+		op = part[:len(part)-len(strings.TrimLeft(part, "<>=!"))]
+		want := parseVersion(strings.TrimPrefix(part, op))
+		c := compareVersions(v, want)
+		ok := false
+		switch op {
+		case ">=":
+			ok = c >= 0
+		case ">":
+			ok = c > 0
+		case "<=":
+			ok = c <= 0
+		case "<":
+			ok = c < 0
+		case "=", "==", "":
+			ok = c == 0
+		default:
+			return fmt.Errorf("malformed kernel constraint %q", constraint)
+		}
+		if !ok {
+			return fmt.Errorf("kernel %s does not satisfy the extension's kernel range %q", version, constraint)
+		}
+	}
+	return nil
+}
+
+func parseVersion(s string) [3]int {
+	var v [3]int
+	s = strings.SplitN(strings.SplitN(s, "-", 2)[0], "+", 2)[0]
+	for i, p := range strings.SplitN(s, ".", 3) {
+		n := 0
+		for _, r := range p {
+			if r < '0' || r > '9' {
+				break
+			}
+			n = n*10 + int(r-'0')
+		}
+		v[i] = n
+	}
+	return v
+}
+
+func compareVersions(a, b [3]int) int {
+	for i := range a {
+		if a[i] != b[i] {
+			if a[i] < b[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}

@@ -1,0 +1,130 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ActivityEntry is one row of the activity log, as the API shows it.
+type ActivityEntry struct {
+	ID                string          `json:"id"`
+	CompanyID         *string         `json:"companyId"`
+	ActorType         string          `json:"actorType"`
+	ActorID           string          `json:"actorId"`
+	Action            string          `json:"action"`
+	EntityType        string          `json:"entityType"`
+	EntityID          string          `json:"entityId"`
+	AgentID           *string         `json:"agentId"`
+	RunID             *string         `json:"runId"`
+	ResponsibleUserID *string         `json:"responsibleUserId"`
+	Details           json.RawMessage `json:"details"`
+	CreatedAt         time.Time       `json:"createdAt"`
+}
+
+// ActivityInsertParams describes one activity entry. An empty CompanyID records an
+// instance-level entry (extension lifecycle, for example).
+type ActivityInsertParams struct {
+	CompanyID         string
+	ActorType         string
+	ActorID           string
+	Action            string
+	EntityType        string
+	EntityID          string
+	AgentID           string
+	RunID             string
+	ResponsibleUserID string
+	Details           any
+	// Source names the writer for event delivery ("kernel" or an extension key).
+	Source string
+}
+
+// EventPublisherTx is an EventPublisher that can enqueue deliveries in the same transaction
+// as the activity entry, so an entry is never committed without its deliveries.
+type EventPublisherTx interface {
+	PublishEventTx(ctx context.Context, tx pgx.Tx, ev *Event) error
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// ActorFields returns the activity actor type and id of an API actor.
+func ActorFields(a *Actor) (actorType, actorID, agentID string) {
+	switch {
+	case a.IsAgent():
+		return "agent", a.AgentID, a.AgentID
+	case a.IsBoard():
+		return "user", a.UserID, ""
+	}
+	return "system", "", ""
+}
+
+// ActivityInsert appends an entry to the activity log and publishes it as the event named by
+// its action (plus "activity.logged") to subscribed extensions, in one transaction.
+func (k *Kernel) ActivityInsert(ctx context.Context, p *ActivityInsertParams) (*ActivityEntry, error) {
+	if p.Action == "" {
+		return nil, fmt.Errorf("error appending activity: action is required")
+	}
+	details := []byte("{}")
+	if p.Details != nil {
+		switch d := p.Details.(type) {
+		case json.RawMessage:
+			if len(d) > 0 {
+				details = d
+			}
+		case []byte:
+			if len(d) > 0 {
+				details = d
+			}
+		default:
+			b, err := json.Marshal(d)
+			if err != nil {
+				return nil, fmt.Errorf("error encoding activity details: %w", err)
+			}
+			details = b
+		}
+	}
+	if p.ActorType == "" {
+		p.ActorType = "system"
+	}
+	e := &ActivityEntry{
+		ID: newID(), CompanyID: nullable(p.CompanyID), ActorType: p.ActorType, ActorID: p.ActorID, Action: p.Action,
+		EntityType: p.EntityType, EntityID: p.EntityID, AgentID: nullable(p.AgentID), RunID: nullable(p.RunID),
+		ResponsibleUserID: nullable(p.ResponsibleUserID), Details: details,
+	}
+	tx, err := k.Pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("error appending activity %s: %w", p.Action, err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	err = tx.QueryRow(ctx, `INSERT INTO kernel.activity_log
+		(id, company_id, actor_type, actor_id, action, entity_type, entity_id, agent_id, run_id, responsible_user_id, details)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING created_at`,
+		e.ID, e.CompanyID, e.ActorType, e.ActorID, e.Action, e.EntityType, e.EntityID, e.AgentID, e.RunID, e.ResponsibleUserID, details,
+	).Scan(&e.CreatedAt)
+	if err != nil {
+		return nil, fmt.Errorf("error appending activity %s: %w", p.Action, err)
+	}
+	if pub, ok := k.events.(EventPublisherTx); ok && pub != nil {
+		payload, _ := json.Marshal(e)
+		source := p.Source
+		if source == "" {
+			source = OwnerKernel
+		}
+		ev := &Event{ID: e.ID, Type: e.Action, CompanyID: p.CompanyID, Payload: payload, OccurredAt: e.CreatedAt, Source: source}
+		if err := pub.PublishEventTx(ctx, tx, ev); err != nil {
+			return nil, fmt.Errorf("error publishing activity %s: %w", p.Action, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("error appending activity %s: %w", p.Action, err)
+	}
+	return e, nil
+}

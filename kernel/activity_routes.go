@@ -1,0 +1,213 @@
+package kernel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Activity list bounds.
+const (
+	ActivityListDefaultLimit = 50
+	ActivityListMaxLimit     = 500
+)
+
+// ActivityActorTypes are the actor types an activity entry may carry.
+var ActivityActorTypes = []string{"agent", "user", "system", "plugin"}
+
+// ActivityListParams filters ActivityList; empty filters match everything.
+type ActivityListParams struct {
+	CompanyID  string
+	AgentID    string
+	EntityType string
+	EntityID   string
+	Action     string
+	Limit      int
+	Offset     int
+}
+
+// ActivityList returns a company's activity entries, newest first.
+func (k *Kernel) ActivityList(ctx context.Context, p *ActivityListParams) ([]*ActivityEntry, error) {
+	args := []any{p.CompanyID}
+	where := []string{"company_id = $1"}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if p.AgentID != "" {
+		add("agent_id = $%d", p.AgentID)
+	}
+	if p.EntityType != "" {
+		add("entity_type = $%d", p.EntityType)
+	}
+	if p.EntityID != "" {
+		add("entity_id = $%d", p.EntityID)
+	}
+	if p.Action != "" {
+		add("action = $%d", p.Action)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = ActivityListDefaultLimit
+	}
+	args = append(args, limit, max(p.Offset, 0))
+	q := `SELECT id::text, company_id::text, actor_type, actor_id, action, entity_type, entity_id, agent_id::text, run_id,
+			responsible_user_id, details, created_at
+		FROM kernel.activity_log WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY created_at DESC, id DESC LIMIT $` + strconv.Itoa(len(args)-1) + ` OFFSET $` + strconv.Itoa(len(args))
+	rows, err := k.Pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("error listing activity: %w", err)
+	}
+	defer rows.Close()
+	out := []*ActivityEntry{}
+	for rows.Next() {
+		e := &ActivityEntry{}
+		if err := rows.Scan(&e.ID, &e.CompanyID, &e.ActorType, &e.ActorID, &e.Action, &e.EntityType, &e.EntityID,
+			&e.AgentID, &e.RunID, &e.ResponsibleUserID, &e.Details, &e.CreatedAt); err != nil {
+			return nil, fmt.Errorf("error listing activity: %w", err)
+		}
+		e.CreatedAt = e.CreatedAt.UTC()
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("error listing activity: %w", err)
+	}
+	return out, nil
+}
+
+type activityListRequest struct {
+	CompanyID  string `path:"companyId"`
+	AgentID    string `query:"agentId"`
+	EntityType string `query:"entityType"`
+	EntityID   string `query:"entityId"`
+	Action     string `query:"action"`
+	Limit      *int   `query:"limit"`
+	Offset     *int   `query:"offset"`
+}
+
+type activityListEndpoint struct{ k *Kernel }
+
+func (e *activityListEndpoint) Meta() *EndpointMeta {
+	return &EndpointMeta{Pattern: "GET /api/companies/{companyId}/activity", Access: AccessEither, CompanyFrom: CompanyFromPath,
+		Summary: "List a company's activity, newest first (filters agentId, entityType, entityId, action; limit 1-500, default 50; offset)"}
+}
+
+func (e *activityListEndpoint) Execute(ctx context.Context, req *activityListRequest) (*[]*ActivityEntry, error) {
+	var d detailList
+	if req.AgentID != "" && !isUUID(req.AgentID) {
+		d.add("agentId", "must be a UUID")
+	}
+	limit := ActivityListDefaultLimit
+	if req.Limit != nil {
+		limit = *req.Limit
+		if limit < 1 || limit > ActivityListMaxLimit {
+			d.add("limit", fmt.Sprintf("must be between 1 and %d", ActivityListMaxLimit))
+		}
+	}
+	offset := 0
+	if req.Offset != nil {
+		offset = *req.Offset
+		if offset < 0 {
+			d.add("offset", "must be at least 0")
+		}
+	}
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	list, err := e.k.ActivityList(ctx, &ActivityListParams{
+		CompanyID: req.CompanyID, AgentID: req.AgentID, EntityType: req.EntityType, EntityID: req.EntityID,
+		Action: req.Action, Limit: limit, Offset: offset,
+	})
+	if err != nil {
+		return nil, Internal(err)
+	}
+	return &list, nil
+}
+
+type activityCreateRequest struct {
+	CompanyID  string           `path:"companyId" json:"-"`
+	ActorType  *string          `json:"actorType,omitempty" jsonschema:"enum=agent,enum=user,enum=system,enum=plugin"`
+	ActorID    string           `json:"actorId" jsonschema:"required,minLength=1"`
+	Action     string           `json:"action" jsonschema:"required,minLength=1,maxLength=200"`
+	EntityType string           `json:"entityType" jsonschema:"required,minLength=1"`
+	EntityID   string           `json:"entityId" jsonschema:"required,minLength=1"`
+	AgentID    *string          `json:"agentId,omitempty" jsonschema:"format=uuid"`
+	Details    *json.RawMessage `json:"details,omitempty"`
+}
+
+type activityCreateEndpoint struct{ k *Kernel }
+
+func (e *activityCreateEndpoint) Meta() *EndpointMeta {
+	return &EndpointMeta{Pattern: "POST /api/companies/{companyId}/activity", Status: http.StatusCreated, Access: AccessBoard,
+		CompanyFrom: CompanyFromPath, Summary: "Append an activity entry (board only)"}
+}
+
+func (e *activityCreateEndpoint) Execute(ctx context.Context, req *activityCreateRequest) (*ActivityEntry, error) {
+	var d detailList
+	actorType := "system"
+	if req.ActorType != nil {
+		actorType = *req.ActorType
+		if !slices.Contains(ActivityActorTypes, actorType) {
+			d.add("actorType", "must be one of "+strings.Join(ActivityActorTypes, ", "))
+		}
+	}
+	for _, f := range []struct{ path, v string }{
+		{"actorId", req.ActorID}, {"action", req.Action}, {"entityType", req.EntityType}, {"entityId", req.EntityID},
+	} {
+		if strings.TrimSpace(f.v) == "" {
+			d.add(f.path, "is required")
+		} else if len(f.v) > 500 {
+			d.add(f.path, "must be at most 500 characters")
+		}
+	}
+	agentID := ""
+	if req.AgentID != nil && *req.AgentID != "" {
+		agentID = *req.AgentID
+		if !isUUID(agentID) {
+			d.add("agentId", "must be a UUID")
+		} else {
+			var ok bool
+			if err := e.k.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM kernel.agents WHERE id = $1 AND company_id = $2)`,
+				agentID, req.CompanyID).Scan(&ok); err != nil {
+				return nil, Internal(fmt.Errorf("error reading agent %s: %w", agentID, err))
+			}
+			if !ok {
+				d.add("agentId", "agent not found in this company")
+			}
+		}
+	}
+	var details json.RawMessage
+	if req.Details != nil {
+		details = bytes.TrimSpace(*req.Details)
+		if bytes.Equal(details, []byte("null")) {
+			details = nil
+		} else if len(details) == 0 || details[0] != '{' {
+			d.add("details", "must be an object or null")
+		}
+	}
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	a := ActorFrom(ctx)
+	entry, err := e.k.ActivityInsert(ctx, &ActivityInsertParams{
+		CompanyID: req.CompanyID, ActorType: actorType, ActorID: req.ActorID, Action: req.Action,
+		EntityType: req.EntityType, EntityID: req.EntityID, AgentID: agentID, RunID: a.RunID, Details: details,
+	})
+	if err != nil {
+		return nil, Internal(err)
+	}
+	return entry, nil
+}
+
+func (k *Kernel) activityRoutes() []*Route {
+	return []*Route{
+		Mount[activityListRequest, []*ActivityEntry](&activityListEndpoint{k}),
+		Mount[activityCreateRequest, ActivityEntry](&activityCreateEndpoint{k}),
+	}
+}

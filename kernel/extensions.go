@@ -1,0 +1,200 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Extension statuses (spec part 2 "Plugin status").
+const (
+	ExtensionInstalled      = "installed"
+	ExtensionReady          = "ready"
+	ExtensionDisabled       = "disabled"
+	ExtensionError          = "error"
+	ExtensionUpgradePending = "upgrade_pending"
+)
+
+// ExtensionRecord is the registry row of one installed extension.
+type ExtensionRecord struct {
+	ID          string          `json:"id"`
+	PluginKey   string          `json:"pluginKey"`
+	PackageName string          `json:"packageName"`
+	Version     string          `json:"version"`
+	Kind        string          `json:"kind"`
+	Runtime     string          `json:"runtime"`
+	Source      string          `json:"source"`
+	Path        string          `json:"path,omitempty"`
+	Status      string          `json:"status"`
+	Enabled     bool            `json:"enabled"`
+	LastError   *string         `json:"lastError"`
+	Manifest    json.RawMessage `json:"manifest"`
+	Config      json.RawMessage `json:"config"`
+	InstalledAt time.Time       `json:"installedAt"`
+	UpdatedAt   time.Time       `json:"updatedAt"`
+}
+
+// ExtensionHealth is the live state of an extension as its supervisor sees it.
+type ExtensionHealth struct {
+	PluginID  string    `json:"pluginId"`
+	PluginKey string    `json:"pluginKey"`
+	Status    string    `json:"status"`
+	Healthy   bool      `json:"healthy"`
+	Message   string    `json:"message,omitempty"`
+	PID       int       `json:"pid,omitempty"`
+	Restarts  int       `json:"restarts"`
+	LastError *string   `json:"lastError"`
+	CheckedAt time.Time `json:"checkedAt"`
+}
+
+// ExtensionDirectory is the host's live view of running extensions.
+type ExtensionDirectory interface {
+	// ExtensionHealth pings the extension now; an unknown key returns (nil, nil).
+	ExtensionHealth(ctx context.Context, key string) (*ExtensionHealth, error)
+}
+
+// ExtensionUpsertParams records an extension found at start.
+type ExtensionUpsertParams struct {
+	Key, Version, Kind, Runtime, Source, Path string
+	Manifest                                  json.RawMessage
+}
+
+// ExtensionUpsert inserts or refreshes an extension's registry row, keeping its id, config
+// and enabled flag, and returns the row.
+func (k *Kernel) ExtensionUpsert(ctx context.Context, p *ExtensionUpsertParams) (*ExtensionRecord, error) {
+	_, err := k.Pool.Exec(ctx, `INSERT INTO kernel.extensions (key, id, version, kind, runtime, source, path, manifest, status)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'installed')
+		ON CONFLICT (key) DO UPDATE SET version = EXCLUDED.version, kind = EXCLUDED.kind, runtime = EXCLUDED.runtime,
+			source = EXCLUDED.source, path = EXCLUDED.path, manifest = EXCLUDED.manifest, updated_at = now()`,
+		p.Key, newID(), p.Version, p.Kind, p.Runtime, p.Source, p.Path, p.Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("error recording extension %s: %w", p.Key, err)
+	}
+	return k.ExtensionGet(ctx, p.Key)
+}
+
+// ExtensionSetStatus records a status change and its error (nil clears it).
+func (k *Kernel) ExtensionSetStatus(ctx context.Context, key, status string, lastErr error) error {
+	var msg *string
+	if lastErr != nil {
+		s := lastErr.Error()
+		msg = &s
+	}
+	if _, err := k.Pool.Exec(ctx, `UPDATE kernel.extensions SET status = $2, last_error = COALESCE($3, CASE WHEN $2 = 'ready' THEN NULL ELSE last_error END), updated_at = now() WHERE key = $1`, key, status, msg); err != nil {
+		return fmt.Errorf("error recording status of extension %s: %w", key, err)
+	}
+	return nil
+}
+
+const extensionColumns = `id::text, key, key, version, kind, runtime, source, path, status, enabled, last_error, manifest, config, installed_at, updated_at`
+
+func scanExtension(row pgx.Row) (*ExtensionRecord, error) {
+	var r ExtensionRecord
+	err := row.Scan(&r.ID, &r.PluginKey, &r.PackageName, &r.Version, &r.Kind, &r.Runtime, &r.Source, &r.Path,
+		&r.Status, &r.Enabled, &r.LastError, &r.Manifest, &r.Config, &r.InstalledAt, &r.UpdatedAt)
+	return &r, err
+}
+
+// ExtensionGet returns one registry row by key or id; a missing one is (nil, nil).
+func (k *Kernel) ExtensionGet(ctx context.Context, keyOrID string) (*ExtensionRecord, error) {
+	r, err := scanExtension(k.Pool.QueryRow(ctx, `SELECT `+extensionColumns+` FROM kernel.extensions WHERE key = $1 OR id::text = $1`, keyOrID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("error reading extension %s: %w", keyOrID, err)
+	}
+	return r, nil
+}
+
+// ExtensionList returns every registry row in install order.
+func (k *Kernel) ExtensionList(ctx context.Context) ([]*ExtensionRecord, error) {
+	rows, err := k.Pool.Query(ctx, `SELECT `+extensionColumns+` FROM kernel.extensions ORDER BY install_order`)
+	if err != nil {
+		return nil, fmt.Errorf("error listing extensions: %w", err)
+	}
+	defer rows.Close()
+	out := []*ExtensionRecord{}
+	for rows.Next() {
+		r, err := scanExtension(rows)
+		if err != nil {
+			return nil, fmt.Errorf("error listing extensions: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+type pluginListEndpoint struct{ k *Kernel }
+
+func (e *pluginListEndpoint) Meta() *EndpointMeta {
+	return &EndpointMeta{Pattern: "GET /api/plugins", Access: AccessBoard, Summary: "List installed extensions"}
+}
+
+func (e *pluginListEndpoint) Execute(ctx context.Context, _ *struct{}) (*[]*ExtensionRecord, error) {
+	list, err := e.k.ExtensionList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &list, nil
+}
+
+type pluginRequest struct {
+	PluginID string `path:"pluginId"`
+}
+
+type pluginGetEndpoint struct{ k *Kernel }
+
+func (e *pluginGetEndpoint) Meta() *EndpointMeta {
+	return &EndpointMeta{Pattern: "GET /api/plugins/{pluginId}", Access: AccessBoard, Summary: "Read one installed extension"}
+}
+
+func (e *pluginGetEndpoint) Execute(ctx context.Context, req *pluginRequest) (*ExtensionRecord, error) {
+	r, err := e.k.ExtensionGet(ctx, req.PluginID)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return nil, NotFound("Plugin not found")
+	}
+	return r, nil
+}
+
+type pluginHealthEndpoint struct{ k *Kernel }
+
+func (e *pluginHealthEndpoint) Meta() *EndpointMeta {
+	return &EndpointMeta{Pattern: "GET /api/plugins/{pluginId}/health", Access: AccessBoard, Summary: "Ping one extension"}
+}
+
+func (e *pluginHealthEndpoint) Execute(ctx context.Context, req *pluginRequest) (*ExtensionHealth, error) {
+	r, err := e.k.ExtensionGet(ctx, req.PluginID)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return nil, NotFound("Plugin not found")
+	}
+	if e.k.extensions != nil {
+		h, err := e.k.extensions.ExtensionHealth(ctx, r.PluginKey)
+		if err != nil {
+			return nil, Internal(err)
+		}
+		if h != nil {
+			h.PluginID = r.ID
+			return h, nil
+		}
+	}
+	return &ExtensionHealth{PluginID: r.ID, PluginKey: r.PluginKey, Status: r.Status, LastError: r.LastError, CheckedAt: time.Now().UTC()}, nil
+}
+
+func (k *Kernel) pluginRoutes() []*Route {
+	return []*Route{
+		Mount[struct{}, []*ExtensionRecord](&pluginListEndpoint{k}),
+		Mount[pluginRequest, ExtensionRecord](&pluginGetEndpoint{k}),
+		Mount[pluginRequest, ExtensionHealth](&pluginHealthEndpoint{k}),
+	}
+}

@@ -1,0 +1,58 @@
+package kernel
+
+import (
+	"context"
+	"time"
+)
+
+// Health is the body of GET /api/health.
+type Health struct {
+	Status             string         `json:"status"`
+	Version            string         `json:"version"`
+	ServerVersion      string         `json:"serverVersion"`
+	DeploymentMode     string         `json:"deploymentMode"`
+	DeploymentExposure string         `json:"deploymentExposure"`
+	AuthReady          bool           `json:"authReady"`
+	BootstrapStatus    string         `json:"bootstrapStatus"`
+	Features           map[string]any `json:"features"`
+	ServerInfo         map[string]any `json:"serverInfo"`
+	Database           string         `json:"database"`
+}
+
+type healthEndpoint struct{ k *Kernel }
+
+func (e *healthEndpoint) Meta() *EndpointMeta {
+	return &EndpointMeta{Pattern: "GET /api/health", Access: AccessPublic, Summary: "Reachability, version, deployment mode and exposure"}
+}
+
+func (e *healthEndpoint) Execute(ctx context.Context, _ *struct{}) (*Health, error) {
+	k := e.k
+	dbStatus := "ok"
+	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := k.Pool.Ping(pingCtx); err != nil {
+		dbStatus = "unreachable"
+	}
+	status := "ok"
+	if dbStatus != "ok" {
+		status = "degraded"
+	}
+	bootstrap := "ready"
+	if k.cfg.DeploymentMode == ModeAuthenticated {
+		var hasAdmin bool
+		if err := k.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM kernel.instance_user_roles WHERE role = 'instance_admin')`).Scan(&hasAdmin); err == nil && !hasAdmin {
+			bootstrap = "bootstrap_pending"
+		}
+	}
+	return &Health{
+		Status: status, Version: Version, ServerVersion: Version,
+		DeploymentMode: k.cfg.DeploymentMode, DeploymentExposure: k.cfg.DeploymentExposure,
+		AuthReady: true, BootstrapStatus: bootstrap, Database: dbStatus,
+		Features:   map[string]any{"companyDeletionEnabled": k.cfg.EnableCompanyDeletion},
+		ServerInfo: map[string]any{"processStartedAt": k.startedAt.UTC().Format(time.RFC3339Nano), "instanceId": k.instanceID},
+	}, nil
+}
+
+func (k *Kernel) healthRoutes() []*Route {
+	return []*Route{Mount[struct{}, Health](&healthEndpoint{k})}
+}

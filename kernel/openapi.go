@@ -1,0 +1,326 @@
+package kernel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/invopop/jsonschema"
+)
+
+// OpenAPI builds the OpenAPI 3.1 document of the routes in the table now, so extension
+// routes appear as they load and disappear as they stop. Every route is one operation; routes
+// whose paths differ only in parameter names share the first one's path item.
+func (k *Kernel) OpenAPI() ([]byte, error) {
+	routes := k.Routes.Routes()
+	doc := &openAPIDoc{
+		OpenAPI: "3.1.0",
+		Info: openAPIInfo{Title: "keel API", Version: Version,
+			Description: "keel control-plane API, composed from the kernel's routes and every loaded extension's manifest routes."},
+		Paths: map[string]map[string]*openAPIOperation{},
+		Components: openAPIComponents{
+			Schemas: map[string]json.RawMessage{"Error": json.RawMessage(openAPIErrorSchema)},
+			SecuritySchemes: map[string]any{
+				"bearer":  map[string]any{"type": "http", "scheme": "bearer", "description": "Board API key (pcp_board_…), agent API key (pcp_…) or local agent JWT"},
+				"session": map[string]any{"type": "apiKey", "in": "cookie", "name": SessionCookie, "description": "Board session (authenticated mode)"},
+			},
+		},
+	}
+	pathFor := map[string]string{} // shape without method → path key
+	usedIDs := map[string]bool{}
+	owners := map[string]bool{}
+	for _, r := range routes {
+		segs := splitPath(r.Pattern)
+		sh := shape("", segs)
+		key, ok := pathFor[sh]
+		if !ok {
+			key = r.Pattern
+			pathFor[sh] = key
+		}
+		item := doc.Paths[key]
+		if item == nil {
+			item = map[string]*openAPIOperation{}
+			doc.Paths[key] = item
+		}
+		op := &openAPIOperation{
+			OperationID: uniqueOperationID(usedIDs, r),
+			Summary:     r.Summary,
+			Tags:        []string{r.Owner},
+			Access:      string(r.Access),
+			Permission:  r.Permission,
+			CompanyFrom: r.CompanyFrom,
+			Responses:   map[string]any{},
+		}
+		if op.Summary == "" {
+			op.Summary = r.Method + " " + r.Pattern
+		}
+		owners[r.Owner] = true
+		if r.Access == AccessPublic {
+			op.Security = []map[string][]string{}
+		} else {
+			op.Security = []map[string][]string{{"bearer": {}}, {"session": {}}}
+		}
+		// Parameters are named after the path key so that they match its template.
+		for _, seg := range splitPath(key) {
+			if isParam(seg) {
+				op.Parameters = append(op.Parameters, openAPIParameter{
+					Name: seg[1 : len(seg)-1], In: "path", Required: true, Schema: map[string]string{"type": "string"},
+				})
+			}
+		}
+		if schema := requestSchema(r, doc.Components.Schemas); schema != nil {
+			op.RequestBody = &openAPIRequestBody{Required: true, Content: map[string]openAPIMedia{"application/json": {Schema: schema}}}
+		}
+		status := r.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		resp := map[string]any{"description": http.StatusText(status)}
+		if status != http.StatusNoContent {
+			if schema := responseSchema(r, doc.Components.Schemas); schema != nil {
+				resp["content"] = map[string]openAPIMedia{"application/json": {Schema: schema}}
+			}
+		}
+		op.Responses[strconv.Itoa(status)] = resp
+		op.Responses["default"] = map[string]any{
+			"description": "Error",
+			"content":     map[string]openAPIMedia{"application/json": {Schema: json.RawMessage(`{"$ref":"#/components/schemas/Error"}`)}},
+		}
+		item[strings.ToLower(r.Method)] = op
+	}
+	for owner := range owners {
+		doc.Tags = append(doc.Tags, openAPITag{Name: owner})
+	}
+	sort.Slice(doc.Tags, func(i, j int) bool { return doc.Tags[i].Name < doc.Tags[j].Name })
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
+		return nil, fmt.Errorf("error encoding OpenAPI document: %w", err)
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+const openAPIErrorSchema = `{"type":"object","required":["error"],"properties":{"error":{"type":"string"},"code":{"type":"string"},"details":{}}}`
+
+type openAPIDoc struct {
+	OpenAPI    string                                  `json:"openapi"`
+	Info       openAPIInfo                             `json:"info"`
+	Tags       []openAPITag                            `json:"tags"`
+	Paths      map[string]map[string]*openAPIOperation `json:"paths"`
+	Components openAPIComponents                       `json:"components"`
+}
+
+type openAPIInfo struct {
+	Title       string `json:"title"`
+	Version     string `json:"version"`
+	Description string `json:"description,omitempty"`
+}
+
+type openAPITag struct {
+	Name string `json:"name"`
+}
+
+type openAPIComponents struct {
+	Schemas         map[string]json.RawMessage `json:"schemas"`
+	SecuritySchemes map[string]any             `json:"securitySchemes"`
+}
+
+type openAPIOperation struct {
+	OperationID string                `json:"operationId"`
+	Summary     string                `json:"summary"`
+	Tags        []string              `json:"tags"`
+	Security    []map[string][]string `json:"security"`
+	Access      string                `json:"x-keel-access"`
+	Permission  string                `json:"x-keel-permission,omitempty"`
+	CompanyFrom string                `json:"x-keel-company-from,omitempty"`
+	Parameters  []openAPIParameter    `json:"parameters,omitempty"`
+	RequestBody *openAPIRequestBody   `json:"requestBody,omitempty"`
+	Responses   map[string]any        `json:"responses"`
+}
+
+type openAPIParameter struct {
+	Name     string            `json:"name"`
+	In       string            `json:"in"`
+	Required bool              `json:"required"`
+	Schema   map[string]string `json:"schema"`
+}
+
+type openAPIRequestBody struct {
+	Required bool                    `json:"required"`
+	Content  map[string]openAPIMedia `json:"content"`
+}
+
+type openAPIMedia struct {
+	Schema json.RawMessage `json:"schema"`
+}
+
+var operationIDUnsafe = regexp.MustCompile(`[^A-Za-z0-9]+`)
+
+// uniqueOperationID derives an id like getCompaniesByCompanyIdActivity from the route,
+// suffixed when two routes would share one.
+func uniqueOperationID(used map[string]bool, r *Route) string {
+	var b strings.Builder
+	b.WriteString(strings.ToLower(r.Method))
+	for i, seg := range splitPath(r.Pattern) {
+		if i == 0 && seg == "api" {
+			continue
+		}
+		if isParam(seg) {
+			b.WriteString("By")
+			seg = seg[1 : len(seg)-1]
+		}
+		for _, part := range operationIDUnsafe.Split(seg, -1) {
+			if part != "" {
+				b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+			}
+		}
+	}
+	id := b.String()
+	for n := 2; used[id]; n++ {
+		id = b.String() + strconv.Itoa(n)
+	}
+	used[id] = true
+	return id
+}
+
+// requestSchema is the route's declared JSON Schema or one reflected from its request type.
+func requestSchema(r *Route, defs map[string]json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(r.RequestSchema)) > 0 && json.Valid(r.RequestSchema) {
+		return r.RequestSchema
+	}
+	if r.Request == nil {
+		return nil
+	}
+	return reflectedSchema(reflect.TypeOf(r.Request), defs)
+}
+
+func responseSchema(r *Route, defs map[string]json.RawMessage) json.RawMessage {
+	if r.Response == nil {
+		return nil
+	}
+	return reflectedSchema(reflect.TypeOf(r.Response), defs)
+}
+
+// schemaReflection is the cached reflection of one Go type.
+type schemaReflection struct {
+	schema json.RawMessage
+	defs   map[string]json.RawMessage
+}
+
+var schemaReflections sync.Map // reflect.Type → *schemaReflection
+
+// reflectedSchema reflects a Go type into a JSON Schema whose named types are components,
+// adding them to defs. A type the reflector cannot handle documents as any value.
+func reflectedSchema(t reflect.Type, defs map[string]json.RawMessage) json.RawMessage {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() == reflect.Struct && t.NumField() == 0 && t.Name() == "" {
+		return nil // struct{}: no body
+	}
+	cached, ok := schemaReflections.Load(t)
+	if !ok {
+		cached, _ = schemaReflections.LoadOrStore(t, reflectType(t))
+	}
+	sr := cached.(*schemaReflection)
+	for name, def := range sr.defs {
+		defs[name] = def
+	}
+	return sr.schema
+}
+
+func reflectType(t reflect.Type) (sr *schemaReflection) {
+	defer func() {
+		if recover() != nil {
+			sr = &schemaReflection{schema: json.RawMessage(`{}`)}
+		}
+	}()
+	rf := &jsonschema.Reflector{
+		Anonymous:                  true,
+		RequiredFromJSONSchemaTags: true,
+		Namer:                      schemaName,
+	}
+	s := rf.ReflectFromType(t)
+	defsIn := s.Definitions
+	s.Definitions = nil
+	s.Version = ""
+	s.ID = ""
+	sr = &schemaReflection{schema: componentRefs(mustMarshal(s)), defs: map[string]json.RawMessage{}}
+	for name, def := range defsIn {
+		sr.defs[name] = componentRefs(mustMarshal(def))
+	}
+	return sr
+}
+
+func mustMarshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// componentRefs points the reflector's $defs references at the document's components.
+func componentRefs(b []byte) json.RawMessage {
+	return bytes.ReplaceAll(b, []byte(`"#/$defs/`), []byte(`"#/components/schemas/`))
+}
+
+var schemaNameUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// schemaName names a component: the type name for kernel types, package.Name otherwise,
+// with generic brackets and other characters OpenAPI does not allow replaced.
+func schemaName(t reflect.Type) string {
+	name := t.Name()
+	if name == "" {
+		return ""
+	}
+	if pkg := t.PkgPath(); pkg != "" && pkg != kernelPkgPath {
+		name = path.Base(pkg) + "." + name
+	}
+	return strings.Trim(schemaNameUnsafe.ReplaceAllString(name, "_"), "_")
+}
+
+var kernelPkgPath = reflect.TypeFor[Kernel]().PkgPath()
+
+// openAPIDocument is the served document.
+type openAPIDocument []byte
+
+// WriteResponse writes the document as it was built.
+func (d *openAPIDocument) WriteResponse(c *fiber.Ctx, status int) error {
+	c.Status(status)
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSONCharsetUTF8)
+	return c.Send(*d)
+}
+
+// JSONSchema documents the document as an object.
+func (openAPIDocument) JSONSchema() *jsonschema.Schema { return &jsonschema.Schema{Type: "object"} }
+
+type openAPIEndpoint struct{ k *Kernel }
+
+func (e *openAPIEndpoint) Meta() *EndpointMeta {
+	return &EndpointMeta{Pattern: "GET /api/openapi.json", Access: AccessPublic, Summary: "OpenAPI 3.1 document of the composed API"}
+}
+
+func (e *openAPIEndpoint) Execute(_ context.Context, _ *struct{}) (*openAPIDocument, error) {
+	b, err := e.k.OpenAPI()
+	if err != nil {
+		return nil, Internal(err)
+	}
+	d := openAPIDocument(b)
+	return &d, nil
+}
+
+func (k *Kernel) openAPIRoutes() []*Route {
+	return []*Route{Mount[struct{}, openAPIDocument](&openAPIEndpoint{k})}
+}

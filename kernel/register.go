@@ -1,0 +1,23 @@
+package kernel
+
+// registerRoutes mounts every kernel endpoint into the route table. Extension routes are
+// added later by the host, one manifest at a time, with the same collision checks.
+func (k *Kernel) registerRoutes() error {
+	var routes []*Route
+	for _, group := range [][]*Route{
+		k.healthRoutes(),
+		k.pluginRoutes(),
+		k.companyRoutes(),
+		k.activityRoutes(),
+		k.settingsRoutes(),
+		k.memberRoutes(),
+		k.openAPIRoutes(),
+		k.authRoutes(),
+		k.boardKeyRoutes(),
+		k.cliAuthRoutes(),
+		k.agentKeyRoutes(),
+	} {
+		routes = append(routes, group...)
+	}
+	return k.Routes.Add(routes...)
+}

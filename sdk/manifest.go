@@ -1,0 +1,325 @@
+// Package sdk is everything an extension author imports: the manifest and its published JSON
+// Schema, Serve for process extensions, the HTTP adapter that turns manifest routes into an
+// ordinary http.Handler with the caller in the context, and typed clients for the host
+// services. Wasm guests use sdk/wasmguest; tests use sdk/sdktest.
+package sdk
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Extension kinds.
+const (
+	KindFeature = "feature"
+	KindAdapter = "adapter"
+	KindPlugin  = "plugin"
+)
+
+// Runtime kinds.
+const (
+	RuntimeProcess = "process"
+	RuntimeWasm    = "wasm"
+)
+
+// Capabilities name the host services an extension may use.
+const (
+	CapActivity   = "activity"
+	CapAuthz      = "authz"
+	CapPrincipals = "principals"
+	CapCompanies  = "companies"
+	CapCalls      = "calls"
+	CapJobs       = "jobs"
+	CapEvents     = "events"
+	CapSecrets    = "secrets"
+	CapSettings   = "settings"
+	CapStorage    = "storage"
+	CapDatabase   = "database"
+)
+
+// AllCapabilities lists every capability a manifest may declare.
+var AllCapabilities = []string{CapActivity, CapAuthz, CapPrincipals, CapCompanies, CapCalls, CapJobs, CapEvents, CapSecrets, CapSettings, CapStorage, CapDatabase}
+
+// Manifest declares an extension: what it is, how it runs, which host services it uses, the
+// methods it provides and uses, its routes, jobs, event subscriptions, UI slots, the flag
+// that gates it and its config schema. Decoding is strict: unknown fields are an error.
+type Manifest struct {
+	// Key is the extension's id: lowercase, dot-namespaced, underscores not spaces (example.notes).
+	Key string `json:"key" jsonschema:"pattern=^[a-z][a-z0-9_]*(\\.[a-z][a-z0-9_]*)*$"`
+	// Version is the extension's semantic version.
+	Version string `json:"version" jsonschema:"pattern=^[0-9]+\\.[0-9]+\\.[0-9]+([-+].*)?$"`
+	// Kind is feature, adapter or plugin.
+	Kind string `json:"kind" jsonschema:"enum=feature,enum=adapter,enum=plugin"`
+	// DisplayName is a human-readable name.
+	DisplayName string `json:"displayName,omitempty"`
+	// Description says what the extension does.
+	Description string `json:"description,omitempty"`
+	// Runtime says how the extension runs.
+	Runtime Runtime `json:"runtime"`
+	// Kernel is the range of kernel versions supported, such as ">=0.1 <1.0".
+	Kernel string `json:"kernel,omitempty"`
+	// Capabilities are the host services the extension may use.
+	Capabilities []string `json:"capabilities,omitempty"`
+	// Provides are the methods other extensions may call.
+	Provides []Method `json:"provides,omitempty"`
+	// Uses are the methods ("owner.method") this extension calls.
+	Uses []string `json:"uses,omitempty"`
+	// Routes are the HTTP routes served, at the spec's own paths.
+	Routes []Route `json:"routes,omitempty"`
+	// Jobs are background jobs, run on a cron schedule, an interval or on demand.
+	Jobs []Job `json:"jobs,omitempty"`
+	// Events are the event types the extension subscribes to ("issue.created", "activity.logged", "*").
+	Events []string `json:"events,omitempty"`
+	// UI lists UI contributions.
+	UI *UI `json:"ui,omitempty"`
+	// Flag is the experimental instance setting that must be on for the extension to run.
+	Flag string `json:"flag,omitempty"`
+	// ConfigSchema is the JSON Schema of the extension's config.
+	ConfigSchema json.RawMessage `json:"configSchema,omitempty"`
+}
+
+// Runtime says how an extension runs.
+type Runtime struct {
+	// Kind is process (go-plugin over gRPC) or wasm (wazero, inside the host).
+	Kind string `json:"kind" jsonschema:"enum=process,enum=wasm"`
+	// Executable is the file name of a process extension, beside the manifest. Empty for
+	// first-party extensions, which run as `keel extension <key>`.
+	Executable string `json:"executable,omitempty"`
+	// Module is the file name of a wasm module, beside the manifest.
+	Module string `json:"module,omitempty"`
+	// SHA256 is the hex digest the executable or module must match.
+	SHA256 string `json:"sha256,omitempty" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	// Limits bound a wasm module.
+	Limits *Limits `json:"limits,omitempty"`
+}
+
+// Limits bound one wasm call.
+type Limits struct {
+	// MemoryMB caps the module's linear memory (default 128).
+	MemoryMB int `json:"memoryMB,omitempty" jsonschema:"minimum=1,maximum=4096"`
+	// TimeoutMS caps one call's wall time (default 5000).
+	TimeoutMS int `json:"timeoutMs,omitempty" jsonschema:"minimum=1,maximum=900000"`
+	// Instances caps the pool of warm instances (default 4).
+	Instances int `json:"instances,omitempty" jsonschema:"minimum=1,maximum=64"`
+}
+
+// Method is one method an extension provides.
+type Method struct {
+	// Name is the method name, unique within the extension.
+	Name string `json:"name" jsonschema:"pattern=^[a-z][A-Za-z0-9_.]*$"`
+	// Description says what the method does.
+	Description string `json:"description,omitempty"`
+}
+
+// Route access policies.
+const (
+	AccessPublic        = "public"
+	AccessBoard         = "board"
+	AccessAgent         = "agent"
+	AccessEither        = "either"
+	AccessInstanceAdmin = "instance_admin"
+)
+
+// Route is one HTTP route served by the extension.
+type Route struct {
+	// Method is GET, POST, PUT, PATCH or DELETE.
+	Method string `json:"method" jsonschema:"enum=GET,enum=POST,enum=PUT,enum=PATCH,enum=DELETE"`
+	// Path is the full path with {name} parameters, such as /api/companies/{companyId}/notes.
+	Path string `json:"path" jsonschema:"pattern=^/api/"`
+	// Access says who may call: public, board, agent, either or instance_admin.
+	Access string `json:"access" jsonschema:"enum=public,enum=board,enum=agent,enum=either,enum=instance_admin"`
+	// Permission is a permission key the caller must hold in the route's company.
+	Permission string `json:"permission,omitempty"`
+	// Company says how the route's company is resolved for scoping.
+	Company *CompanyResolution `json:"company,omitempty"`
+	// Summary documents the route in /api/openapi.json.
+	Summary string `json:"summary,omitempty"`
+	// RequestSchema is the JSON Schema of the request body, for /api/openapi.json.
+	RequestSchema json.RawMessage `json:"requestSchema,omitempty"`
+}
+
+// CompanyResolution says where a route's company id is found.
+type CompanyResolution struct {
+	// From is path, query, body or actor (the agent's own company; a query key for boards).
+	From string `json:"from" jsonschema:"enum=path,enum=query,enum=body,enum=actor"`
+	// Key is the parameter or field name (default companyId).
+	Key string `json:"key,omitempty"`
+}
+
+// Job is a declared background job.
+type Job struct {
+	// Key names the job within the extension.
+	Key string `json:"key" jsonschema:"pattern=^[a-z][a-z0-9_-]*$"`
+	// Cron is a five-field cron schedule in UTC (or with a CRON_TZ= prefix).
+	Cron string `json:"cron,omitempty"`
+	// Every is an interval such as 30s or 5m.
+	Every string `json:"every,omitempty"`
+	// Description says what the job does.
+	Description string `json:"description,omitempty"`
+}
+
+// UI lists UI contributions.
+type UI struct {
+	Slots []UISlot `json:"slots,omitempty"`
+}
+
+// UISlot is one UI contribution.
+type UISlot struct {
+	// Slot is the place in the UI, such as company.sidebar.
+	Slot string `json:"slot"`
+	// Entry is the script that renders it.
+	Entry string `json:"entry"`
+	// Role is the minimum role that sees it.
+	Role string `json:"role,omitempty"`
+}
+
+var (
+	keyPattern    = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
+	eventPattern  = regexp.MustCompile(`^(\*|[a-z][a-z0-9_]*(\.[a-z*][a-z0-9_]*)*)$`)
+	methodPattern = regexp.MustCompile(`^[a-z][A-Za-z0-9_.]*$`)
+)
+
+// ParseManifest strictly decodes a manifest (unknown fields are an error), checks it against
+// the published JSON Schema and then checks what the schema cannot say.
+func ParseManifest(data []byte) (*Manifest, error) {
+	if err := ValidateManifestSchema(data); err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var m Manifest
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("invalid manifest: %w", err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Validate checks the manifest's internal consistency.
+func (m *Manifest) Validate() error {
+	if !keyPattern.MatchString(m.Key) {
+		return fmt.Errorf("invalid manifest: key %q must be lowercase, dot-namespaced, underscores not spaces", m.Key)
+	}
+	if m.Version == "" {
+		return fmt.Errorf("invalid manifest %s: version is required", m.Key)
+	}
+	switch m.Kind {
+	case KindFeature, KindAdapter, KindPlugin:
+	default:
+		return fmt.Errorf("invalid manifest %s: kind must be feature, adapter or plugin", m.Key)
+	}
+	switch m.Runtime.Kind {
+	case RuntimeProcess:
+		if m.Runtime.Module != "" {
+			return fmt.Errorf("invalid manifest %s: a process runtime has no module", m.Key)
+		}
+	case RuntimeWasm:
+		if m.Runtime.Module == "" {
+			return fmt.Errorf("invalid manifest %s: a wasm runtime needs a module", m.Key)
+		}
+	default:
+		return fmt.Errorf("invalid manifest %s: runtime kind must be process or wasm", m.Key)
+	}
+	caps := map[string]bool{}
+	for _, c := range AllCapabilities {
+		caps[c] = true
+	}
+	for _, c := range m.Capabilities {
+		if !caps[c] {
+			return fmt.Errorf("invalid manifest %s: unknown capability %q", m.Key, c)
+		}
+	}
+	seen := map[string]bool{}
+	for _, p := range m.Provides {
+		if !methodPattern.MatchString(p.Name) || seen[p.Name] {
+			return fmt.Errorf("invalid manifest %s: provided method %q is malformed or repeated", m.Key, p.Name)
+		}
+		seen[p.Name] = true
+	}
+	if len(m.Uses) > 0 && !m.HasCapability(CapCalls) {
+		return fmt.Errorf("invalid manifest %s: uses methods but lacks the calls capability", m.Key)
+	}
+	for _, u := range m.Uses {
+		owner, method, ok := strings.Cut(u, ".")
+		_ = owner
+		if !ok || method == "" {
+			return fmt.Errorf("invalid manifest %s: used method %q must be owner.method", m.Key, u)
+		}
+	}
+	routes := map[string]bool{}
+	for _, r := range m.Routes {
+		id := r.Method + " " + r.Path
+		if routes[id] {
+			return fmt.Errorf("invalid manifest %s: route %s declared twice", m.Key, id)
+		}
+		routes[id] = true
+		if r.Company != nil && r.Company.From == "path" {
+			key := r.Company.Key
+			if key == "" {
+				key = "companyId"
+			}
+			if !strings.Contains(r.Path, "{"+key+"}") {
+				return fmt.Errorf("invalid manifest %s: route %s resolves the company from path parameter %q it does not have", m.Key, id, key)
+			}
+		}
+	}
+	jobs := map[string]bool{}
+	for _, j := range m.Jobs {
+		if jobs[j.Key] {
+			return fmt.Errorf("invalid manifest %s: job %q declared twice", m.Key, j.Key)
+		}
+		jobs[j.Key] = true
+		if j.Cron != "" && j.Every != "" {
+			return fmt.Errorf("invalid manifest %s: job %q has both cron and every", m.Key, j.Key)
+		}
+	}
+	if len(m.Jobs) > 0 && !m.HasCapability(CapJobs) {
+		return fmt.Errorf("invalid manifest %s: declares jobs but lacks the jobs capability", m.Key)
+	}
+	for _, e := range m.Events {
+		if !eventPattern.MatchString(e) {
+			return fmt.Errorf("invalid manifest %s: event subscription %q is malformed", m.Key, e)
+		}
+	}
+	if len(m.ConfigSchema) > 0 {
+		if _, err := CompileSchema(m.Key+"/config", m.ConfigSchema); err != nil {
+			return fmt.Errorf("invalid manifest %s: config schema: %w", m.Key, err)
+		}
+	}
+	return nil
+}
+
+// HasCapability reports whether the manifest declares a capability.
+func (m *Manifest) HasCapability(c string) bool {
+	for _, x := range m.Capabilities {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// ProvidesMethod reports whether the manifest provides a method.
+func (m *Manifest) ProvidesMethod(name string) bool {
+	for _, p := range m.Provides {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// UsesMethod reports whether the manifest declares that it uses "owner.method".
+func (m *Manifest) UsesMethod(qualified string) bool {
+	for _, u := range m.Uses {
+		if u == qualified {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,218 @@
+// Package sdktest starts a real keel host for tests: real PostgreSQL (one throwaway
+// cluster per test binary, one database per host), real extension processes and wasm
+// modules, real HTTP on loopback. Use Main as the test binary's TestMain.
+package sdktest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/keelhq/keel/extensions"
+	"github.com/keelhq/keel/host"
+	"github.com/keelhq/keel/host/pgembed/pgtest"
+	"github.com/keelhq/keel/host/supervisor"
+	"github.com/keelhq/keel/sdk"
+)
+
+// Main is the TestMain of a test binary that starts hosts. When the host launches a
+// first-party extension it re-executes the test binary in the extension role, which Main
+// detects and serves instead of running tests; otherwise it runs the tests and stops the
+// shared PostgreSQL cluster.
+func Main(m *testing.M) {
+	if key := os.Getenv(supervisor.RoleEnv); key != "" {
+		f, ok := extensions.Lookup(key)
+		if !ok {
+			os.Stderr.WriteString("sdktest: no first-party extension " + key + " in this test binary\n")
+			os.Exit(2)
+		}
+		sdk.Serve(f())
+		os.Exit(0)
+	}
+	pgtest.Main(m)
+}
+
+// Options choose what the host runs.
+type Options struct {
+	// ExtensionDirs are extension directories to load (see BuildProcessExtension).
+	ExtensionDirs []string
+	// Builtins loads the first-party extensions registered in this test binary.
+	Builtins bool
+	// Configure adjusts the host config before start.
+	Configure func(*host.Config)
+	// DatabaseURL reuses a database (two hosts on one database); empty makes a fresh one.
+	DatabaseURL string
+	// Verbose sends host logs to the test log.
+	Verbose bool
+}
+
+// Host is a started host with HTTP helpers.
+type Host struct {
+	*host.Host
+	t           testing.TB
+	DatabaseURL string
+	// Token, when set, is sent as the bearer token by the request helpers.
+	Token string
+}
+
+// Start starts a host and stops it when the test ends.
+func Start(t testing.TB, opts Options) *Host {
+	t.Helper()
+	dsn := opts.DatabaseURL
+	if dsn == "" {
+		dsn = pgtest.NewDatabase(t)
+	}
+	home := t.TempDir()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cfg := host.Config{
+		Home: home, Host: "127.0.0.1", Port: 0, DatabaseURL: dsn, DeploymentMode: "local_trusted",
+		ExtensionDirs: opts.ExtensionDirs, DisableBuiltins: !opts.Builtins, Executable: exe,
+		HealthInterval: 500 * time.Millisecond, RestartMin: 100 * time.Millisecond,
+	}
+	if opts.Configure != nil {
+		opts.Configure(&cfg)
+	}
+	logger := hclog.NewNullLogger()
+	if opts.Verbose || os.Getenv("KEEL_TEST_VERBOSE") != "" {
+		logger = hclog.New(&hclog.LoggerOptions{Name: "keel", Level: hclog.Debug, Output: testWriter{t}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, err := host.Start(ctx, cfg, logger)
+	require.NoError(t, err)
+	t.Cleanup(func() { h.Stop(context.Background()) })
+	return &Host{Host: h, t: t, DatabaseURL: dsn}
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// Response is a finished request.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into v, failing the test on malformed JSON.
+func (r *Response) JSON(t testing.TB, v any) {
+	t.Helper()
+	require.NoError(t, json.Unmarshal(r.Body, v), "body: %s", r.Body)
+}
+
+// Map decodes the body as a JSON object.
+func (r *Response) Map(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	r.JSON(t, &m)
+	return m
+}
+
+// Do sends a request with an optional JSON body (any value, or []byte/string sent as is)
+// and optional header pairs ("Authorization", "Bearer x", …).
+func (h *Host) Do(method, path string, body any, headers ...string) *Response {
+	h.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		enc, err := json.Marshal(b)
+		require.NoError(h.t, err)
+		rd = bytes.NewReader(enc)
+	}
+	req, err := http.NewRequest(method, h.URL+path, rd)
+	require.NoError(h.t, err)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if h.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+h.Token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(h.t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(h.t, err)
+	return &Response{Status: res.StatusCode, Header: res.Header, Body: b}
+}
+
+// CreateCompany creates a company through the API and returns its id.
+func (h *Host) CreateCompany(name string) string {
+	h.t.Helper()
+	res := h.Do("POST", "/api/companies", map[string]any{"name": name})
+	require.Equal(h.t, http.StatusCreated, res.Status, "create company: %s", res.Body)
+	var c struct {
+		ID string `json:"id"`
+	}
+	res.JSON(h.t, &c)
+	return c.ID
+}
+
+// WaitFor polls cond until it is true or the timeout passes.
+func WaitFor(t testing.TB, timeout time.Duration, cond func() bool, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", timeout, msg)
+}
+
+var (
+	buildMu    sync.Mutex
+	buildCache = map[string]string{}
+)
+
+// BuildProcessExtension builds the Go package in pkgDir into an extension directory (the
+// binary named as the manifest's executable, beside a copy of pkgDir/manifest.json) and
+// returns that directory. Builds are cached per test binary.
+func BuildProcessExtension(t testing.TB, pkgDir string) string {
+	t.Helper()
+	abs, err := filepath.Abs(pkgDir)
+	require.NoError(t, err)
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if dir, ok := buildCache[abs]; ok {
+		return dir
+	}
+	b, err := os.ReadFile(filepath.Join(abs, host.ManifestFile))
+	require.NoError(t, err)
+	m, err := sdk.ParseManifest(b)
+	require.NoError(t, err)
+	dir, err := os.MkdirTemp("", "keel-ext-*")
+	require.NoError(t, err)
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, m.Runtime.Executable), ".")
+	cmd.Dir = abs
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build %s: %s", pkgDir, out)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, host.ManifestFile), b, 0o644))
+	buildCache[abs] = dir
+	return dir
+}
