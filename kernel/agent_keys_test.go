@@ -22,7 +22,7 @@ func TestAgentKeys(t *testing.T) {
 		r := authCall(t, base, "POST", "/api/agents/"+agent.ID+"/keys", nil)
 		require.Equal(t, http.StatusCreated, r.Status, "body: %s", r.Body)
 		created := r.JSON(t)
-		requireSameKeys(t, "../../shared/reference-samples/agent_key_create.json", created)
+		authRequireSameKeys(t, "../../shared/reference-samples/agent_key_create.json", created)
 		require.Equal(t, "default", created["name"])
 		require.Equal(t, map[string]any{"kind": "standard"}, created["scope"])
 		require.Equal(t, kernel.LocalBoardUserID, created["responsibleUserId"])
@@ -40,7 +40,7 @@ func TestAgentKeys(t *testing.T) {
 		var list []map[string]any
 		r.Decode(t, &list)
 		require.Len(t, list, 1)
-		require.ElementsMatch(t, []string{"id", "name", "scope", "lastUsedAt", "revokedAt", "createdAt"}, keysOf(list[0]))
+		require.ElementsMatch(t, []string{"id", "name", "scope", "lastUsedAt", "revokedAt", "createdAt"}, authKeysOf(list[0]))
 		require.Equal(t, created["id"], list[0]["id"])
 		require.Nil(t, list[0]["lastUsedAt"])
 
@@ -191,7 +191,7 @@ func TestAgentKeysAuthorization(t *testing.T) {
 	})
 }
 
-func keysOf(m map[string]any) []string {
+func authKeysOf(m map[string]any) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)

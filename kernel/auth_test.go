@@ -48,7 +48,7 @@ func TestAuthLocalTrusted(t *testing.T) {
 		require.Equal(t, []any{companyID}, me["companyIds"])
 		require.Equal(t, []any{map[string]any{"companyId": companyID, "membershipRole": "owner", "status": "active"}}, me["memberships"])
 		require.Equal(t, map[string]any{"id": kernel.LocalBoardUserID, "name": "Board", "email": "local@service.local"}, me["user"])
-		requireSameKeys(t, "../../shared/reference-samples/cli_auth_me.json", me)
+		authRequireSameKeys(t, "../../shared/reference-samples/cli_auth_me.json", me)
 	})
 
 	t.Run("AgentKeyIsAgent", func(t *testing.T) {
@@ -540,8 +540,8 @@ func TestAuthBootstrapClaim(t *testing.T) {
 	})
 }
 
-// requireSameKeys checks that got has exactly the top-level keys of a reference sample.
-func requireSameKeys(t *testing.T, samplePath string, got map[string]any) {
+// authRequireSameKeys checks that got has exactly the top-level keys of a reference sample.
+func authRequireSameKeys(t *testing.T, samplePath string, got map[string]any) {
 	t.Helper()
 	raw, err := os.ReadFile(samplePath)
 	if os.IsNotExist(err) {

@@ -95,7 +95,7 @@ func TestCLIAuthLocal(t *testing.T) {
 		require.Equal(t, keyID, me["keyId"])
 		require.Equal(t, kernel.LocalBoardUserID, me["userId"])
 		require.Equal(t, []any{companyID}, me["companyIds"])
-		requireSameKeys(t, "../../shared/reference-samples/cli_auth_me.json", me)
+		authRequireSameKeys(t, "../../shared/reference-samples/cli_auth_me.json", me)
 
 		// Approved challenges cannot be approved again or cancelled.
 		authCall(t, base, "POST", "/api/cli-auth/challenges/"+id+"/approve", nil).requireError(t, http.StatusConflict, "already approved", "")

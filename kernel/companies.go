@@ -236,7 +236,8 @@ type CompanyInsertParams struct {
 
 // CompanyInsert creates a company and its creator's owner membership in one transaction.
 // A derived issue prefix is the name's DeriveIssuePrefix, with "A" appended until it is free;
-// concurrent inserts never fail on the prefix, each gets a distinct one.
+// concurrent inserts never fail on the prefix, each gets a distinct one. Like the other
+// store methods it appends no activity: the caller records company.created.
 func (k *Kernel) CompanyInsert(ctx context.Context, p *CompanyInsertParams) (*Company, error) {
 	attachmentMax := p.AttachmentMaxBytes
 	if attachmentMax <= 0 {
@@ -504,8 +505,16 @@ type CompanyStatsEntry struct {
 	IssueCounter int64  `json:"issueCounter"`
 }
 
-// CompanyStatsGet computes statistics over every company (all) or those in ids.
-func (k *Kernel) CompanyStatsGet(ctx context.Context, all bool, ids []string) (*CompanyStats, error) {
+// CompanyStatsGetParams selects the companies CompanyStatsGet counts.
+type CompanyStatsGetParams struct {
+	// All counts every company; otherwise only those in IDs.
+	All bool
+	IDs []string
+}
+
+// CompanyStatsGet computes statistics over the selected companies, archived included.
+func (k *Kernel) CompanyStatsGet(ctx context.Context, p *CompanyStatsGetParams) (*CompanyStats, error) {
+	all, ids := p.All, p.IDs
 	if ids == nil {
 		ids = []string{}
 	}
@@ -639,7 +648,7 @@ func (e *companyStatsEndpoint) Meta() *EndpointMeta {
 
 func (e *companyStatsEndpoint) Execute(ctx context.Context, _ *struct{}) (*CompanyStats, error) {
 	a := ActorFrom(ctx)
-	st, err := e.k.CompanyStatsGet(ctx, seesAllCompanies(a), a.CompanyIDs())
+	st, err := e.k.CompanyStatsGet(ctx, &CompanyStatsGetParams{All: seesAllCompanies(a), IDs: a.CompanyIDs()})
 	if err != nil {
 		return nil, Internal(err)
 	}

@@ -2,6 +2,7 @@ package kernel_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -134,29 +135,32 @@ func TestCompanyConcurrentCreatesGetDistinctPrefixes(t *testing.T) {
 	env := ktStart(t, ktLocal())
 	const n = 12
 	var wg sync.WaitGroup
-	prefixes := make([]string, n)
-	statuses := make([]int, n)
+	responses := make([]*http.Response, n)
+	errs := make([]error, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := env.Do(t, "POST", "/api/companies", map[string]any{"name": fmt.Sprintf("Same Name Co %d", i)})
-			statuses[i] = r.Status
-			if r.Status == http.StatusCreated {
-				prefixes[i] = r.Object(t)["issuePrefix"].(string)
-			}
+			body := strings.NewReader(fmt.Sprintf(`{"name":"Same Name Co %d"}`, i))
+			responses[i], errs[i] = http.Post(env.URL+"/api/companies", "application/json", body)
 		}()
 	}
 	wg.Wait()
 	want := map[string]bool{}
-	for i := range n {
-		require.Equal(t, http.StatusCreated, statuses[i])
-		want["SAM"+strings.Repeat("A", i)] = true
-	}
 	got := map[string]bool{}
-	for _, p := range prefixes {
-		require.Regexp(t, regexp.MustCompile(`^SAMA*$`), p)
-		got[p] = true
+	var prefixes []string
+	for i := range n {
+		require.NoError(t, errs[i])
+		var c struct {
+			IssuePrefix string `json:"issuePrefix"`
+		}
+		require.Equal(t, http.StatusCreated, responses[i].StatusCode)
+		require.NoError(t, json.NewDecoder(responses[i].Body).Decode(&c))
+		responses[i].Body.Close()
+		require.Regexp(t, regexp.MustCompile(`^SAMA*$`), c.IssuePrefix)
+		prefixes = append(prefixes, c.IssuePrefix)
+		got[c.IssuePrefix] = true
+		want["SAM"+strings.Repeat("A", i)] = true
 	}
 	require.Equal(t, want, got, "prefixes %v", prefixes)
 }

@@ -31,8 +31,8 @@ func TestPrincipalURLKey(t *testing.T) {
 	}
 }
 
-// requireAPIError checks that err is an APIError with the status and text.
-func requireAPIError(t *testing.T, err error, status int, text string) {
+// authRequireAPIError checks that err is an APIError with the status and text.
+func authRequireAPIError(t *testing.T, err error, status int, text string) {
 	t.Helper()
 	var apiErr *kernel.APIError
 	require.True(t, errors.As(err, &apiErr), "want APIError, got %v", err)
@@ -140,7 +140,7 @@ func TestPrincipalAgents(t *testing.T) {
 		}
 		for _, tt := range tests {
 			_, err := k.AgentCreate(ctx, &tt.params)
-			requireAPIError(t, err, tt.status, tt.text)
+			authRequireAPIError(t, err, tt.status, tt.text)
 		}
 		a, err := k.AgentCreate(ctx, &kernel.AgentCreateParams{CompanyID: companyID, Name: "Chief", Role: "ceo", Status: kernel.AgentStatusPendingApproval})
 		require.NoError(t, err)
@@ -169,7 +169,7 @@ func TestPrincipalAgents(t *testing.T) {
 		require.NoError(t, err)
 		var m map[string]any
 		require.NoError(t, json.Unmarshal(raw, &m))
-		require.ElementsMatch(t, []string{"id", "companyId", "name", "urlKey", "role", "status", "createdAt", "updatedAt"}, keysOf(m))
+		require.ElementsMatch(t, []string{"id", "companyId", "name", "urlKey", "role", "status", "createdAt", "updatedAt"}, authKeysOf(m))
 	})
 
 	t.Run("SetStatus", func(t *testing.T) {
@@ -180,9 +180,9 @@ func TestPrincipalAgents(t *testing.T) {
 		key2 := authCreateAgentKey(t, base, a.ID)
 
 		_, err := k.AgentSetStatus(ctx, a.ID, "asleep")
-		requireAPIError(t, err, http.StatusBadRequest, "Validation error")
+		authRequireAPIError(t, err, http.StatusBadRequest, "Validation error")
 		_, err = k.AgentSetStatus(ctx, "0190a0a0-0000-7000-8000-000000000000", kernel.AgentStatusPaused)
-		requireAPIError(t, err, http.StatusNotFound, "Agent not found")
+		authRequireAPIError(t, err, http.StatusNotFound, "Agent not found")
 
 		for _, s := range []string{kernel.AgentStatusActive, kernel.AgentStatusRunning, kernel.AgentStatusError, kernel.AgentStatusPaused, kernel.AgentStatusIdle} {
 			got, err := k.AgentSetStatus(ctx, a.ID, s)
@@ -202,7 +202,7 @@ func TestPrincipalAgents(t *testing.T) {
 
 		// Terminated is final.
 		_, err = k.AgentSetStatus(ctx, a.ID, kernel.AgentStatusIdle)
-		requireAPIError(t, err, http.StatusConflict, "Terminated agents cannot change status")
+		authRequireAPIError(t, err, http.StatusConflict, "Terminated agents cannot change status")
 		got, err = k.AgentSetStatus(ctx, a.ID, kernel.AgentStatusTerminated)
 		require.NoError(t, err)
 		require.Equal(t, kernel.AgentStatusTerminated, got.Status)
@@ -218,7 +218,7 @@ func TestPrincipalAgents(t *testing.T) {
 		require.NoError(t, err)
 
 		_, err = k.AgentRename(ctx, a.ID, "BETA")
-		requireAPIError(t, err, http.StatusConflict, "Agent name already in use")
+		authRequireAPIError(t, err, http.StatusConflict, "Agent name already in use")
 
 		renamed, err := k.AgentRename(ctx, a.ID, "Gamma Ray")
 		require.NoError(t, err)
@@ -232,8 +232,8 @@ func TestPrincipalAgents(t *testing.T) {
 		require.Equal(t, "gamma", renamed.Name)
 
 		_, err = k.AgentRename(ctx, a.ID, " ")
-		requireAPIError(t, err, http.StatusBadRequest, "Validation error")
+		authRequireAPIError(t, err, http.StatusBadRequest, "Validation error")
 		_, err = k.AgentRename(ctx, "0190a0a0-0000-7000-8000-000000000000", "X")
-		requireAPIError(t, err, http.StatusNotFound, "Agent not found")
+		authRequireAPIError(t, err, http.StatusNotFound, "Agent not found")
 	})
 }

@@ -26,8 +26,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/keelhq/keel/sdk/sdktest"
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
+	"github.com/keelhq/keel/sdk/sdktest"
 )
 
 func TestMain(m *testing.M) { sdktest.Main(m) }

@@ -1,0 +1,115 @@
+package sdk
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const validManifest = `{"key":"example.notes","version":"0.1.0","kind":"plugin",
+ "runtime":{"kind":"process","executable":"notes"},"capabilities":["activity","calls"],
+ "uses":["work.issues.get"],
+ "routes":[{"method":"GET","path":"/api/companies/{companyId}/notes","access":"either","company":{"from":"path"}}],
+ "jobs":[],"configSchema":{"type":"object","properties":{"n":{"type":"integer"}},"additionalProperties":false},"description":"notes"}`
+
+func TestParseManifest(t *testing.T) {
+	t.Parallel()
+	m, err := ParseManifest([]byte(validManifest))
+	require.NoError(t, err)
+	require.Equal(t, "example.notes", m.Key)
+	require.NoError(t, m.ValidateConfig([]byte(`{"n":3}`)))
+	require.ErrorContains(t, m.ValidateConfig([]byte(`{"n":"x"}`)), "invalid config")
+	require.ErrorContains(t, m.ValidateConfig([]byte(`{"other":1}`)), "invalid config")
+
+	for _, tc := range []struct{ name, edit, want string }{
+		{"UnknownField", `"bogus":1,`, "bogus"},
+		{"UnknownRouteField", `"routes":[{"method":"GET","path":"/api/x","access":"board","nope":true}],`, "nope"},
+		{"BadKey", `"key":"Bad Key",`, "key"},
+		{"BadKind", `"kind":"widget",`, "kind"},
+		{"BadAccess", `"routes":[{"method":"GET","path":"/api/x","access":"everyone"}],`, "access"},
+		{"PathOutsideAPI", `"routes":[{"method":"GET","path":"/x","access":"board"}],`, "path"},
+		{"UnknownCapability", `"capabilities":["teleport"],`, "teleport"},
+		{"UsesWithoutCalls", `"capabilities":[],`, "calls capability"},
+		{"CompanyParamMissing", `"routes":[{"method":"GET","path":"/api/x","access":"board","company":{"from":"path"}}],`, "companyId"},
+		{"JobsWithoutCapability", `"jobs":[{"key":"tick","every":"1m"}],`, "jobs capability"},
+		{"BadConfigSchema", `"configSchema":{"type":7},`, "config schema"},
+		{"WasmWithoutModule", `"runtime":{"kind":"wasm"},`, "module"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// Later keys win in the JSON decoders used here, so prepend the edit.
+			doc := "{" + tc.edit + strings.TrimPrefix(validManifest, "{")
+			doc = dedupeKeys(t, doc, tc.edit)
+			_, err := ParseManifest([]byte(doc))
+			require.Error(t, err)
+			require.Contains(t, strings.ToLower(err.Error()), strings.ToLower(tc.want))
+		})
+	}
+}
+
+// dedupeKeys removes from the valid manifest the keys that the edit redefines, so each
+// case changes exactly one thing.
+func dedupeKeys(t *testing.T, doc, edit string) string {
+	t.Helper()
+	base := validManifest
+	for _, k := range []string{"key", "kind", "routes", "capabilities", "jobs", "configSchema", "runtime"} {
+		if strings.HasPrefix(edit, `"`+k+`":`) {
+			start := strings.Index(base, `"`+k+`":`)
+			end := matchValueEnd(base, start+len(k)+3)
+			base = base[:start] + base[end+1:]
+		}
+	}
+	return "{" + edit + strings.TrimPrefix(base, "{")
+}
+
+// matchValueEnd returns the index of the comma after the JSON value starting at i.
+func matchValueEnd(s string, i int) int {
+	depth, inStr := 0, false
+	for j := i; j < len(s); j++ {
+		switch c := s[j]; {
+		case inStr:
+			if c == '\\' {
+				j++
+			} else if c == '"' {
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+		case c == ',' && depth == 0:
+			return j
+		}
+	}
+	return len(s) - 1
+}
+
+// TestManifestSchemaIsCurrent fails when manifest.schema.json is stale: run `make proto`.
+func TestManifestSchemaIsCurrent(t *testing.T) {
+	t.Parallel()
+	want, err := GenerateManifestSchema()
+	require.NoError(t, err)
+	got, err := os.ReadFile("manifest.schema.json")
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(want, got), "manifest.schema.json is stale: run make proto")
+}
+
+func FuzzParseManifest(f *testing.F) {
+	f.Add([]byte(validManifest))
+	f.Add([]byte(`{"key":"a","version":"1.0.0","kind":"feature","runtime":{"kind":"wasm","module":"m.wasm"}}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := ParseManifest(data)
+		if err != nil {
+			return
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("parsed manifest fails validation: %v", err)
+		}
+	})
+}
