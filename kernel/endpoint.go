@@ -69,7 +69,7 @@ func Mount[Req any, Resp any](e Endpoint[Req, Resp]) *Route {
 	return &Route{
 		Method: method, Pattern: pattern, Owner: OwnerKernel, Access: access, Permission: meta.Permission,
 		CompanyFrom: meta.CompanyFrom, CompanyKey: meta.CompanyKey, Summary: meta.Summary, Status: status,
-		Request: requestDoc(hasBody, &zeroReq), Response: &zeroResp,
+		Request: requestDoc(hasBody, &zeroReq), Response: &zeroResp, Params: &zeroReq,
 		Handler: func(c *fiber.Ctx, rc *RequestContext) error {
 			req := new(Req)
 			if b, ok := any(req).(RequestBinder); ok {

@@ -78,6 +78,7 @@ func (k *Kernel) OpenAPI() ([]byte, error) {
 				})
 			}
 		}
+		op.Parameters = append(op.Parameters, queryParameters(r.Params)...)
 		if schema := requestSchema(r, doc.Components.Schemas); schema != nil {
 			op.RequestBody = &openAPIRequestBody{Required: true, Content: map[string]openAPIMedia{"application/json": {Schema: schema}}}
 		}
@@ -323,4 +324,39 @@ func (e *openAPIEndpoint) Execute(_ context.Context, _ *struct{}) (*openAPIDocum
 
 func (k *Kernel) openAPIRoutes() []*Route {
 	return []*Route{Mount[struct{}, openAPIDocument](&openAPIEndpoint{k})}
+}
+
+// queryParameters documents the `query:"name"` fields of a kernel endpoint's request type.
+func queryParameters(params any) []openAPIParameter {
+	if params == nil {
+		return nil
+	}
+	t := reflect.TypeOf(params)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var out []openAPIParameter
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := f.Tag.Get("query")
+		if name == "" {
+			continue
+		}
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		typ := "string"
+		switch ft.Kind() {
+		case reflect.Int, reflect.Int32, reflect.Int64:
+			typ = "integer"
+		case reflect.Bool:
+			typ = "boolean"
+		}
+		out = append(out, openAPIParameter{Name: name, In: "query", Schema: map[string]string{"type": typ}})
+	}
+	return out
 }

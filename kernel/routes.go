@@ -54,6 +54,8 @@ type Route struct {
 	// Request and Response are example Go values documented in the OpenAPI document.
 	Request  any
 	Response any
+	// Params is the kernel endpoint's request type, whose `query` fields are documented.
+	Params any
 	// RequestSchema is a JSON Schema of the request body, used instead of Request
 	// (extension routes declare it in their manifest).
 	RequestSchema json.RawMessage

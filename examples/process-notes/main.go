@@ -92,6 +92,7 @@ func (n *Notes) HTTPHandler() http.Handler {
 	mux.HandleFunc("GET /api/companies/{companyId}/notes", n.list)
 	mux.HandleFunc("POST /api/companies/{companyId}/notes", n.create)
 	mux.HandleFunc("DELETE /api/companies/{companyId}/notes/{noteId}", n.delete)
+	mux.HandleFunc("GET /api/companies/{companyId}/notes/stats", n.stats)
 	return mux
 }
 
@@ -172,7 +173,46 @@ func (n *Notes) create(w http.ResponseWriter, r *http.Request) {
 		sdk.WriteErr(w, err)
 		return
 	}
+	// Recount in the background; the unique key coalesces bursts of notes into one job.
+	args, _ := json.Marshal(map[string]string{"companyId": companyID})
+	if _, err := n.host.Jobs.Enqueue(ctx, &hostv1.EnqueueRequest{JobKey: "refresh-stats", ArgsJson: args, UniqueKey: companyID}); err != nil {
+		sdk.WriteErr(w, err)
+		return
+	}
 	sdk.WriteJSON(w, http.StatusCreated, nt)
+}
+
+func (n *Notes) stats(w http.ResponseWriter, r *http.Request) {
+	var out struct {
+		NoteCount   int        `json:"noteCount"`
+		RefreshedAt *time.Time `json:"refreshedAt"`
+	}
+	err := n.db.QueryRowContext(r.Context(), `SELECT note_count, refreshed_at FROM company_stats WHERE company_id = $1`,
+		sdk.CompanyIDFrom(r.Context())).Scan(&out.NoteCount, &out.RefreshedAt)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		sdk.WriteErr(w, err)
+		return
+	}
+	sdk.WriteJSON(w, http.StatusOK, out)
+}
+
+// RunJob recounts notes: one company when enqueued for it, every company on the schedule.
+func (n *Notes) RunJob(ctx context.Context, job *sdk.JobRun) error {
+	if job.Key != "refresh-stats" {
+		return &sdk.Error{Status: http.StatusNotImplemented, Message: "unknown job " + job.Key}
+	}
+	var args struct {
+		CompanyID string `json:"companyId"`
+	}
+	if len(job.Args) > 0 {
+		if err := json.Unmarshal(job.Args, &args); err != nil {
+			return fmt.Errorf("error reading job args: %w", err)
+		}
+	}
+	_, err := n.db.ExecContext(ctx, `INSERT INTO company_stats (company_id, note_count)
+		SELECT company_id, count(*) FROM notes WHERE $1 = '' OR company_id::text = $1 GROUP BY company_id
+		ON CONFLICT (company_id) DO UPDATE SET note_count = EXCLUDED.note_count, refreshed_at = now()`, args.CompanyID)
+	return err
 }
 
 func (n *Notes) delete(w http.ResponseWriter, r *http.Request) {
@@ -251,6 +291,7 @@ var (
 	_ sdk.HTTPProvider   = (*Notes)(nil)
 	_ sdk.MethodProvider = (*Notes)(nil)
 	_ sdk.EventHandler   = (*Notes)(nil)
+	_ sdk.JobRunner      = (*Notes)(nil)
 	_ sdk.HealthChecker  = (*Notes)(nil)
 	_ sdk.Stopper        = (*Notes)(nil)
 )

@@ -45,6 +45,35 @@ func Test_main(t *testing.T) {
 		require.Equal(t, "Notes Test Co", details["companyName"], "company name read through the host service")
 	})
 
+	t.Run("JobRunsThroughTheQueue", func(t *testing.T) {
+		sdktest.WaitFor(t, 10*time.Second, func() bool {
+			var st struct {
+				NoteCount int `json:"noteCount"`
+			}
+			h.Do("GET", "/api/companies/"+company+"/notes/stats", nil).JSON(t, &st)
+			return st.NoteCount == 1
+		}, "the refresh-stats job to count the note")
+	})
+
+	t.Run("EventDeliveredToSubscriber", func(t *testing.T) {
+		res := h.Do("PATCH", "/api/companies/"+company, map[string]any{"name": "Renamed Co"})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		sdktest.WaitFor(t, 10*time.Second, func() bool {
+			var name string
+			err := h.Kernel.Pool.QueryRow(t.Context(), `SELECT name FROM ext_example_notes.company_names WHERE company_id = $1`, company).Scan(&name)
+			return err == nil && name == "Renamed Co"
+		}, "the company.updated event to reach the extension")
+	})
+
+	t.Run("OwnSchemaOwnRole", func(t *testing.T) {
+		var owner string
+		require.NoError(t, h.Kernel.Pool.QueryRow(t.Context(), `SELECT tableowner FROM pg_tables WHERE schemaname = 'ext_example_notes' AND tablename = 'notes'`).Scan(&owner))
+		require.Equal(t, "ext_example_notes", owner)
+		var canRead bool
+		require.NoError(t, h.Kernel.Pool.QueryRow(t.Context(), `SELECT has_table_privilege('ext_example_notes', 'kernel.companies', 'SELECT')`).Scan(&canRead))
+		require.False(t, canRead, "an extension's role cannot read kernel tables")
+	})
+
 	t.Run("ValidationAndScoping", func(t *testing.T) {
 		res := h.Do("POST", "/api/companies/"+company+"/notes", map[string]any{"text": ""})
 		require.Equal(t, http.StatusBadRequest, res.Status)

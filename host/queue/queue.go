@@ -189,7 +189,11 @@ func (q *Queue) Enqueue(ctx context.Context, extension string, req *hostv1.Enque
 	}
 	opts := &river.InsertOpts{}
 	if req.UniqueKey != "" {
-		opts.UniqueOpts = river.UniqueOpts{ByArgs: true}
+		// Unique while queued or running: a finished job does not block the next one.
+		opts.UniqueOpts = river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+			rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable,
+			rivertype.JobStateRunning, rivertype.JobStateScheduled,
+		}}
 	}
 	if req.RunAt != "" {
 		t, err := time.Parse(time.RFC3339, req.RunAt)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -34,6 +35,9 @@ type instance struct {
 	// broken is set when a call failed in a way that leaves the instance unusable.
 	broken bool
 
+	// mem is the instance's linear memory, released when the instance is closed.
+	mem linearMemory
+
 	callStack  [3]uint64
 	allocStack [1]uint64
 }
@@ -49,8 +53,25 @@ func instanceFrom(ctx context.Context) *instance {
 	return inst
 }
 
-// errTimeLimitCause is the cause of the per-call deadline, to tell it from the caller's.
-var errTimeLimitCause = errors.New("wasm call time limit")
+// Causes of a call context's end, to tell the time limit from the caller's deadline.
+var (
+	errTimeLimitCause = errors.New("wasm call time limit")
+	errModuleClosed   = errors.New("wasm module closed")
+)
+
+// callContext returns the context of one call on inst: the caller's, bounded by the time
+// limit, ended by Module.Close, carrying the instance for the host functions.
+func (m *Module) callContext(parent context.Context, inst *instance) (context.Context, func()) {
+	ctx, cancelTimeout := context.WithTimeoutCause(parent, m.timeout, errTimeLimitCause)
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(m.ctx, func() { cancel(errModuleClosed) })
+	inst.done = ctx.Done()
+	return withInstance(ctx, inst), func() {
+		stop()
+		cancel(nil)
+		cancelTimeout()
+	}
+}
 
 // newInstance instantiates the module (running _initialize within the time limit) and
 // checks keel_api_version.
@@ -65,16 +86,18 @@ func (m *Module) newInstance(parent context.Context) (*instance, error) {
 		WithSysNanotime().
 		WithNanosleep(inst.nanosleep).
 		WithRandSource(rand.Reader)
-	ctx, cancel := context.WithTimeoutCause(parent, m.timeout, errTimeLimitCause)
-	defer cancel()
-	ctx = withInstance(ctx, inst)
-	inst.done = ctx.Done()
+	ctx, done := m.callContext(parent, inst)
+	defer done()
+	ctx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(func(_, maxBytes uint64) experimental.LinearMemory {
+		inst.mem = newLinearMemory(maxBytes)
+		return inst.mem
+	}))
 	mod, err := m.rt.InstantiateModule(ctx, m.compiled, cfg)
 	if err != nil {
-		if mod != nil {
-			_ = mod.Close(context.Background())
-		}
-		return nil, m.failure(ctx, parent, inst, "instantiate", err)
+		inst.mod = mod
+		err = m.failure(ctx, parent, inst, "instantiate", err)
+		inst.close()
+		return nil, err
 	}
 	inst.mod = mod
 	inst.malloc = mod.ExportedFunction("malloc")
@@ -93,10 +116,15 @@ func (m *Module) newInstance(parent context.Context) (*instance, error) {
 	return inst, nil
 }
 
-// close closes the instance's module; it is idempotent.
+// close closes the instance's module and releases its memory; no call may run on it. It is
+// idempotent.
 func (inst *instance) close() {
 	if inst.mod != nil {
 		_ = inst.mod.Close(context.Background())
+	}
+	if inst.mem != nil {
+		inst.mem.release()
+		inst.mem = nil
 	}
 }
 
@@ -115,10 +143,9 @@ func (inst *instance) nanosleep(ns int64) {
 // extension reported or for the caller's context.
 func (inst *instance) call(parent context.Context, op uint32, in []byte, resp proto.Message) error {
 	m := inst.m
-	ctx, cancel := context.WithTimeoutCause(parent, m.timeout, errTimeLimitCause)
-	defer cancel()
-	ctx = withInstance(ctx, inst)
-	inst.done, inst.fault = ctx.Done(), nil
+	ctx, done := m.callContext(parent, inst)
+	defer done()
+	inst.fault = nil
 	inst.stderr.reset()
 	name := opName(op)
 
@@ -193,8 +220,10 @@ func (m *Module) failure(ctx, parent context.Context, inst *instance, op string,
 	case inst.fault != nil:
 		ce.Detail = inst.fault.Error()
 	case errors.As(err, &exit) && (exit.ExitCode() == sys.ExitCodeDeadlineExceeded || exit.ExitCode() == sys.ExitCodeContextCanceled):
-		if errors.Is(context.Cause(ctx), errTimeLimitCause) {
+		if cause := context.Cause(ctx); errors.Is(cause, errTimeLimitCause) {
 			ce.Kind, ce.Limit = ErrTimeLimit, m.timeoutMS
+		} else if errors.Is(cause, errModuleClosed) {
+			return m.errClosed()
 		} else if perr := parent.Err(); perr != nil {
 			return status.FromContextError(perr).Err()
 		} else {

@@ -64,7 +64,10 @@ type Module struct {
 	timeout   time.Duration
 	timeoutMS int
 
-	slots chan struct{} // one token per live-or-creating instance in use
+	slots chan struct{} // one token per instance in use by a call
+	// ctx ends when the module is closed, interrupting calls in flight.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu        sync.Mutex
 	idle      []*instance
@@ -103,6 +106,7 @@ func (r *Runtime) Load(ctx context.Context, p LoadParams) (*Module, error) {
 		}
 	}
 	m := &Module{key: p.Key, owner: r, log: r.log.Named(p.Key)}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.memoryMB, m.timeoutMS = p.Limits.MemoryMB, p.Limits.TimeoutMS
 	if m.memoryMB <= 0 {
 		m.memoryMB = DefaultMemoryMB
@@ -123,6 +127,7 @@ func (r *Runtime) Load(ctx context.Context, p LoadParams) (*Module, error) {
 		WithCloseOnContextDone(true).
 		WithMemoryLimitPages(m.memPages))
 	fail := func(err error) (*Module, error) {
+		m.cancel()
 		_ = m.rt.Close(context.Background())
 		return nil, fmt.Errorf("error loading wasm extension %s: %w", p.Key, err)
 	}
@@ -151,6 +156,7 @@ func (r *Runtime) Load(ctx context.Context, p LoadParams) (*Module, error) {
 	}
 	m.idle = append(m.idle, inst)
 	if err := r.add(m); err != nil {
+		inst.close()
 		return fail(err)
 	}
 	return m, nil
@@ -214,8 +220,9 @@ func signature(params, results []api.ValueType) string {
 	return name(params) + " -> " + name(results)
 }
 
-// Close closes every instance and the module's wazero runtime. Calls in flight fail with
-// Unavailable. It is idempotent.
+// Close interrupts calls in flight (they fail with Unavailable), waits for them to end,
+// and closes every instance and the module's wazero runtime. If ctx ends first, Close
+// returns its error and leaves the runtime to be collected. It is idempotent.
 func (m *Module) Close(ctx context.Context) error {
 	m.mu.Lock()
 	if m.closed {
@@ -223,14 +230,28 @@ func (m *Module) Close(ctx context.Context) error {
 		return nil
 	}
 	m.closed = true
+	m.mu.Unlock()
+	m.cancel()
+	m.owner.remove(m)
+	for range cap(m.slots) { // wait until no call runs
+		select {
+		case m.slots <- struct{}{}:
+		case <-ctx.Done():
+			return fmt.Errorf("error closing wasm extension %s: %w", m.key, ctx.Err())
+		}
+	}
+	m.mu.Lock()
 	idle := m.idle
 	m.idle = nil
 	m.mu.Unlock()
 	for _, inst := range idle {
 		inst.close()
 	}
-	m.owner.remove(m)
-	return m.rt.Close(ctx)
+	err := m.rt.Close(ctx)
+	for range cap(m.slots) {
+		<-m.slots
+	}
+	return err
 }
 
 func (m *Module) isClosed() bool {
@@ -406,11 +427,25 @@ func (m *Module) Shutdown(ctx context.Context, req *extensionv1.ShutdownRequest,
 	m.idle = nil
 	m.mu.Unlock()
 	var first error
-	for _, inst := range idle {
-		if err := inst.call(ctx, opShutdown, in, &extensionv1.ShutdownResponse{}); err != nil && first == nil {
+	for i, inst := range idle {
+		select {
+		case m.slots <- struct{}{}: // count the instance as in use while Shutdown runs on it
+		case <-ctx.Done():
+			for _, inst := range idle[i:] {
+				inst.close()
+			}
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		if m.isClosed() {
+			err = m.errClosed()
+		} else {
+			err = inst.call(ctx, opShutdown, in, &extensionv1.ShutdownResponse{})
+		}
+		if err != nil && first == nil {
 			first = err
 		}
 		inst.close()
+		<-m.slots
 	}
 	if first != nil {
 		return nil, first

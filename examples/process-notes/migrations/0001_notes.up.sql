@@ -13,3 +13,9 @@ CREATE TABLE company_names (
     name        text NOT NULL,
     updated_at  timestamptz NOT NULL DEFAULT now()
 );
+
+CREATE TABLE company_stats (
+    company_id    uuid PRIMARY KEY,
+    note_count    integer NOT NULL,
+    refreshed_at  timestamptz NOT NULL DEFAULT now()
+);
