@@ -137,6 +137,7 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 			logger.Warn("extension jobs not scheduled", "extension", src.Manifest.Key, "error", err)
 		}
 	}
+	h.Supervisor.Run(2 * time.Second)
 	if err := h.Queue.Start(context.WithoutCancel(ctx)); err != nil {
 		return nil, err
 	}

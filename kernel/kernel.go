@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -118,6 +119,9 @@ type Kernel struct {
 
 	events     EventPublisher
 	extensions ExtensionDirectory
+
+	settingsMu        sync.Mutex
+	settingsListeners []func(section string)
 }
 
 // New connects to the database at dsn, applies the kernel migrations and registers the

@@ -287,7 +287,25 @@ func (k *Kernel) SettingsUpdate(ctx context.Context, section string, patch map[s
 	if err != nil {
 		return nil, err
 	}
+	k.notifySettingsChanged(section)
 	return append(json.RawMessage(nil), v.json...), nil
+}
+
+// OnSettingsChanged registers fn to be called (in its own goroutine) after a settings
+// section changes on this node. Other nodes notice within the settings cache lifetime.
+func (k *Kernel) OnSettingsChanged(fn func(section string)) {
+	k.settingsMu.Lock()
+	defer k.settingsMu.Unlock()
+	k.settingsListeners = append(k.settingsListeners, fn)
+}
+
+func (k *Kernel) notifySettingsChanged(section string) {
+	k.settingsMu.Lock()
+	listeners := append([]func(string){}, k.settingsListeners...)
+	k.settingsMu.Unlock()
+	for _, fn := range listeners {
+		go fn(section)
+	}
 }
 
 func validateSettingsPatch(defs []settingDef, patch map[string]json.RawMessage) error {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // Extension kinds.
@@ -77,8 +78,20 @@ type Manifest struct {
 	UI *UI `json:"ui,omitempty"`
 	// Flag is the experimental instance setting that must be on for the extension to run.
 	Flag string `json:"flag,omitempty"`
+	// FlagOff is the answer of the extension's routes while its flag is off (default 404 "Not found").
+	FlagOff *FlagOffResponse `json:"flagOff,omitempty"`
 	// ConfigSchema is the JSON Schema of the extension's config.
 	ConfigSchema json.RawMessage `json:"configSchema,omitempty"`
+}
+
+// FlagOffResponse is the error a flag-gated extension's routes answer while the flag is off.
+type FlagOffResponse struct {
+	// Status is the HTTP status, 400 to 599.
+	Status int `json:"status" jsonschema:"minimum=400,maximum=599"`
+	// Error is the error text.
+	Error string `json:"error"`
+	// Code is an optional machine-readable code.
+	Code string `json:"code,omitempty"`
 }
 
 // Runtime says how an extension runs.
@@ -94,6 +107,22 @@ type Runtime struct {
 	SHA256 string `json:"sha256,omitempty" jsonschema:"pattern=^[0-9a-f]{64}$"`
 	// Limits bound a wasm module.
 	Limits *Limits `json:"limits,omitempty"`
+	// Lazy starts a process extension on first use and stops it when idle (adapters are lazy
+	// unless this says false).
+	Lazy *bool `json:"lazy,omitempty"`
+	// IdleStopAfter is how long a lazy extension may sit unused before it is stopped (default 10m).
+	IdleStopAfter string `json:"idleStopAfter,omitempty"`
+}
+
+// IsLazy reports whether the extension starts on first use.
+func (m *Manifest) IsLazy() bool {
+	if m.Runtime.Kind != RuntimeProcess {
+		return false
+	}
+	if m.Runtime.Lazy != nil {
+		return *m.Runtime.Lazy
+	}
+	return m.Kind == KindAdapter
 }
 
 // Limits bound one wasm call.
@@ -285,6 +314,14 @@ func (m *Manifest) Validate() error {
 		if !eventPattern.MatchString(e) {
 			return fmt.Errorf("invalid manifest %s: event subscription %q is malformed", m.Key, e)
 		}
+	}
+	if m.Runtime.IdleStopAfter != "" {
+		if d, err := time.ParseDuration(m.Runtime.IdleStopAfter); err != nil || d < time.Second {
+			return fmt.Errorf("invalid manifest %s: idleStopAfter %q must be a duration of at least 1s", m.Key, m.Runtime.IdleStopAfter)
+		}
+	}
+	if m.FlagOff != nil && m.Flag == "" {
+		return fmt.Errorf("invalid manifest %s: flagOff without a flag", m.Key)
 	}
 	if len(m.ConfigSchema) > 0 {
 		if _, err := CompileSchema(m.Key+"/config", m.ConfigSchema); err != nil {

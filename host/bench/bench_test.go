@@ -140,7 +140,7 @@ func BenchmarkStartup(b *testing.B) {
 func BenchmarkExtensionHop(b *testing.B) {
 	notes := sdktest.BuildProcessExtension(b, "../../examples/process-notes")
 	h := sdktest.Start(b, sdktest.Options{ExtensionDirs: []string{notes}})
-	client := h.Supervisor.Extension("example.notes")
+	client := h.Supervisor.Extension(context.Background(), "example.notes")
 	require.NotNil(b, client)
 	req := &extensionv1.HTTPRequest{Method: "GET", Path: "/api/hop", Actor: &extensionv1.Actor{Type: "board"}}
 	ctx := context.Background()

@@ -32,8 +32,9 @@ const Schema = "river"
 
 // Extensions is what the queue needs of the supervisor.
 type Extensions interface {
-	// Extension returns the live client of a running extension, or nil while it is down.
-	Extension(key string) extensionv1.ExtensionClient
+	// Extension returns a client of a loaded extension (starting a lazy one), or nil while
+	// it is down.
+	Extension(ctx context.Context, key string) extensionv1.ExtensionClient
 	// Manifests returns the manifests of loaded extensions.
 	Manifests() []*sdk.Manifest
 }
@@ -274,7 +275,7 @@ func (q *Queue) Publish(ctx context.Context, extension string, req *hostv1.Publi
 }
 
 func (q *Queue) workJob(ctx context.Context, job *river.Job[JobArgs]) error {
-	c := q.exts.Extension(job.Args.Extension)
+	c := q.exts.Extension(ctx, job.Args.Extension)
 	if c == nil {
 		return fmt.Errorf("extension %s is not running", job.Args.Extension)
 	}
@@ -290,7 +291,7 @@ func (q *Queue) workJob(ctx context.Context, job *river.Job[JobArgs]) error {
 
 func (q *Queue) workEvent(ctx context.Context, job *river.Job[EventArgs]) error {
 	a := job.Args
-	c := q.exts.Extension(a.Extension)
+	c := q.exts.Extension(ctx, a.Extension)
 	if c == nil {
 		return fmt.Errorf("extension %s is not running", a.Extension)
 	}

@@ -42,10 +42,10 @@ func (s *Supervisor) Invoke(ctx context.Context, caller string, req *hostv1.Invo
 		return &hostv1.InvokeResponse{Error: &extensionv1.Error{Status: http.StatusNotImplemented, Code: "method_not_provided",
 			Message: fmt.Sprintf("no loaded extension provides %s", req.Method), Source: "downstream"}}, nil
 	}
-	client, _ := m.current()
-	if client == nil {
-		return &hostv1.InvokeResponse{Error: &extensionv1.Error{Status: http.StatusServiceUnavailable, Code: "extension_unavailable",
-			Message: fmt.Sprintf("extension %s is unavailable", m.key), Source: "downstream"}}, nil
+	client, apiErr := s.clientFor(ctx, m)
+	if apiErr != nil {
+		return &hostv1.InvokeResponse{Error: &extensionv1.Error{Status: int32(apiErr.Status), Code: apiErr.Code,
+			Message: apiErr.Message, Source: "downstream"}}, nil
 	}
 	res, err := client.Call(ctx, &extensionv1.CallRequest{Method: method, InputJson: req.InputJson, Actor: req.Actor, Caller: caller, CompanyId: req.CompanyId})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,16 +37,37 @@ type managed struct {
 	rec      *kernel.ExtensionRecord
 	services *hostsvc.Services
 
-	mu       sync.Mutex
-	status   string
-	client   extensionv1.ExtensionClient
-	pc       *plugin.Client
-	wasm     WasmModule
-	pid      int
-	restarts int
-	lastErr  error
-	stopped  bool
-	watching bool
+	mu          sync.Mutex
+	status      string
+	client      extensionv1.ExtensionClient
+	pc          *plugin.Client
+	wasm        WasmModule
+	pid         int
+	restarts    int
+	lastErr     error
+	stopped     bool
+	watchCancel context.CancelFunc // set while the extension is meant to run
+
+	startMu  sync.Mutex   // one start at a time (first use of a lazy extension, flag flips)
+	lastUsed atomic.Int64 // unix nanoseconds of the last routed request, call, job or event
+}
+
+// active reports whether the extension is meant to be running (it may be restarting).
+func (m *managed) active() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.watchCancel != nil
+}
+
+func (m *managed) touch() { m.lastUsed.Store(time.Now().UnixNano()) }
+
+func (m *managed) lazy() bool { return m.src.Manifest.IsLazy() }
+
+func (m *managed) idleStopAfter() time.Duration {
+	if d, err := time.ParseDuration(m.src.Manifest.Runtime.IdleStopAfter); err == nil && d > 0 {
+		return d
+	}
+	return 10 * time.Minute
 }
 
 func (m *managed) current() (extensionv1.ExtensionClient, string) {
@@ -66,17 +88,52 @@ func (m *managed) setStatus(ctx context.Context, status, action string, cause er
 	m.s.recordState(ctx, m.key, status, action, cause)
 }
 
-// start launches the extension once and starts the watcher that keeps it running.
+// start launches the extension and starts the watcher that keeps it running. Starting an
+// extension that is already meant to run is a no-op.
 func (m *managed) start(ctx context.Context) error {
-	err := m.launch(ctx)
+	m.startMu.Lock()
+	defer m.startMu.Unlock()
 	m.mu.Lock()
-	if !m.watching && !m.stopped {
-		m.watching = true
-		m.s.wg.Add(1)
-		go m.watch()
+	if m.stopped || m.watchCancel != nil {
+		m.mu.Unlock()
+		return nil
 	}
+	watchCtx, cancel := context.WithCancel(m.s.ctx)
+	m.watchCancel = cancel
 	m.mu.Unlock()
+	m.touch()
+	err := m.launch(ctx)
+	m.s.wg.Add(1)
+	go m.watch(watchCtx)
 	return err
+}
+
+// halt stops the extension's process or module and its watcher, leaving it loaded (its
+// routes stay in the table) so it can start again.
+func (m *managed) halt(ctx context.Context, status, action string, cause error) {
+	m.mu.Lock()
+	cancel := m.watchCancel
+	m.watchCancel = nil
+	pc, client, wasm := m.pc, m.client, m.wasm
+	m.client, m.pc, m.wasm, m.pid = nil, nil, nil, 0
+	m.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	if client != nil {
+		sctx, cancelShutdown := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		_, _ = client.Shutdown(sctx, &extensionv1.ShutdownRequest{})
+		cancelShutdown()
+	}
+	if pc != nil {
+		pc.Kill()
+	}
+	if wasm != nil {
+		_ = wasm.Close(ctx)
+	}
+	if client != nil || cancel != nil {
+		m.setStatus(ctx, status, action, cause)
+	}
 }
 
 func (m *managed) launch(ctx context.Context) error {
@@ -135,6 +192,11 @@ func (m *managed) launchWasm(ctx context.Context, configure *extensionv1.Configu
 		return err
 	}
 	m.mu.Lock()
+	if m.stopped || m.watchCancel == nil {
+		m.mu.Unlock()
+		_ = mod.Close(ctx)
+		return errors.New("extension was stopped while starting")
+	}
 	m.wasm, m.client = mod, mod
 	m.mu.Unlock()
 	m.setStatus(ctx, kernel.ExtensionReady, "extension.ready", nil)
@@ -234,10 +296,10 @@ func (m *managed) launchProcess(ctx context.Context, configure *extensionv1.Conf
 		return fail(fmt.Errorf("error configuring %s: %w", m.key, err))
 	}
 	m.mu.Lock()
-	if m.stopped {
+	if m.stopped || m.watchCancel == nil {
 		m.mu.Unlock()
 		pc.Kill()
-		return errors.New("supervisor stopped")
+		return errors.New("extension was stopped while starting")
 	}
 	m.pc, m.client = pc, c
 	if cmd.Process != nil {
@@ -250,9 +312,8 @@ func (m *managed) launchProcess(ctx context.Context, configure *extensionv1.Conf
 
 // watch notices a dead process at once (and a hung one at the next failed health ping) and
 // restarts it with exponential backoff, reset after a minute of good health.
-func (m *managed) watch() {
+func (m *managed) watch(ctx context.Context) {
 	defer m.s.wg.Done()
-	ctx := m.s.ctx
 	backoff := m.s.cfg.RestartMin
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -270,6 +331,10 @@ func (m *managed) watch() {
 		m.mu.Unlock()
 		if wasm != nil {
 			continue // wasm modules live inside the host; a failed call discards its instance.
+		}
+		if m.lazy() && client != nil && time.Since(time.Unix(0, m.lastUsed.Load())) > m.idleStopAfter() {
+			m.halt(ctx, kernel.ExtensionReady, "extension.idle_stopped", nil)
+			return
 		}
 		down := client == nil
 		var cause error
@@ -324,24 +389,11 @@ func (m *managed) watch() {
 	}
 }
 
+// shutdown stops the extension for good (host shutdown).
 func (m *managed) shutdown(ctx context.Context) {
 	m.mu.Lock()
 	m.stopped = true
-	pc, client, wasm := m.pc, m.client, m.wasm
-	m.client, m.pc, m.wasm, m.pid = nil, nil, nil, 0
+	status := m.status
 	m.mu.Unlock()
-	if client != nil {
-		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, _ = client.Shutdown(sctx, &extensionv1.ShutdownRequest{})
-		cancel()
-	}
-	if pc != nil {
-		pc.Kill()
-	}
-	if wasm != nil {
-		_ = wasm.Close(ctx)
-	}
-	if client != nil {
-		m.s.recordState(ctx, m.key, m.status, "extension.stopped", nil)
-	}
+	m.halt(ctx, status, "extension.stopped", nil)
 }

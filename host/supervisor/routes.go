@@ -60,10 +60,12 @@ func unavailable(key string) *kernel.APIError {
 // forward serves a route by one Handle call to the owning extension.
 func (s *Supervisor) forward(m *managed, pattern string) kernel.HandlerFunc {
 	return func(c *fiber.Ctx, rc *kernel.RequestContext) error {
-		client, _ := m.current()
-		if client == nil {
-			c.Set(fiber.HeaderRetryAfter, "1")
-			return unavailable(m.key)
+		client, apiErr := s.clientFor(c.UserContext(), m)
+		if apiErr != nil {
+			if apiErr.Status == http.StatusServiceUnavailable {
+				c.Set(fiber.HeaderRetryAfter, "1")
+			}
+			return apiErr
 		}
 		req := &extensionv1.HTTPRequest{
 			Method: c.Method(), Path: c.Path(), Pattern: pattern, Params: rc.Params,

@@ -203,16 +203,131 @@ func (s *Supervisor) register(ctx context.Context, src *Source) (*managed, error
 			return nil, nil
 		}
 	}
+	if m.lazy() {
+		// Adapters and other lazy extensions start on first use.
+		m.setStatus(ctx, kernel.ExtensionReady, "extension.loaded", nil)
+		return nil, nil
+	}
 	return m, nil
 }
 
-// Extension returns the live client of a running extension, or nil.
-func (s *Supervisor) Extension(key string) extensionv1.ExtensionClient {
+// flagOn reports whether a flag-gated extension's flag is on (true when not gated).
+func (s *Supervisor) flagOn(ctx context.Context, m *managed) bool {
+	if m.src.Manifest.Flag == "" {
+		return true
+	}
+	on, err := s.k.ExperimentalFlag(ctx, m.src.Manifest.Flag)
+	if err != nil {
+		s.log.Warn("error reading flag", "flag", m.src.Manifest.Flag, "error", err)
+		return false
+	}
+	return on
+}
+
+// flagOffError is the answer of a gated extension's routes while its flag is off.
+func flagOffError(m *managed) *kernel.APIError {
+	if fo := m.src.Manifest.FlagOff; fo != nil {
+		return (&kernel.APIError{Status: fo.Status, Message: fo.Error}).WithCode(fo.Code)
+	}
+	return kernel.NotFound("Not found")
+}
+
+// clientFor returns a client for a request, call, job or event: it starts a lazy
+// extension on first use and a gated one whose flag was just turned on; it answers the
+// flag-off error while the flag is off and 503 while the extension is restarting.
+func (s *Supervisor) clientFor(ctx context.Context, m *managed) (extensionv1.ExtensionClient, *kernel.APIError) {
+	m.touch()
+	if c, _ := m.current(); c != nil {
+		return c, nil
+	}
+	if !m.active() {
+		if !s.flagOn(ctx, m) {
+			return nil, flagOffError(m)
+		}
+		m.mu.Lock()
+		enabled := m.rec.Enabled && !m.stopped
+		m.mu.Unlock()
+		if enabled {
+			if err := m.start(ctx); err != nil {
+				s.log.Warn("extension failed to start on demand", "extension", m.key, "error", err)
+			}
+			if c, _ := m.current(); c != nil {
+				return c, nil
+			}
+		}
+	}
+	return nil, unavailable(m.key)
+}
+
+// reconcile starts gated extensions whose flag was turned on and stops those whose flag
+// was turned off. It runs after a settings change on this node and every few seconds, so
+// every node follows a change made on another.
+func (s *Supervisor) reconcile(ctx context.Context) {
+	s.mu.RLock()
+	list := make([]*managed, 0, len(s.exts))
+	for _, m := range s.exts {
+		if m.src.Manifest.Flag != "" {
+			list = append(list, m)
+		}
+	}
+	s.mu.RUnlock()
+	for _, m := range list {
+		on := s.flagOn(ctx, m)
+		switch {
+		case on && !m.active() && !m.lazy() && m.rec.Enabled:
+			if err := m.start(ctx); err != nil {
+				s.log.Warn("extension failed to start after its flag was turned on", "extension", m.key, "error", err)
+			}
+		case on && !m.active():
+			m.mu.Lock()
+			disabled := m.status == kernel.ExtensionDisabled
+			m.mu.Unlock()
+			if disabled {
+				m.setStatus(ctx, kernel.ExtensionReady, "extension.enabled", nil)
+			}
+		case !on && m.active():
+			m.halt(ctx, kernel.ExtensionDisabled, "extension.disabled", fmt.Errorf("instance setting %s is off", m.src.Manifest.Flag))
+		}
+	}
+}
+
+// Run reconciles flag-gated extensions until the supervisor stops: on every settings
+// change on this node and every interval for changes made on other nodes.
+func (s *Supervisor) Run(interval time.Duration) {
+	changed := make(chan struct{}, 1)
+	s.k.OnSettingsChanged(func(section string) {
+		if section == "experimental" {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+	})
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-t.C:
+			case <-changed:
+			}
+			s.reconcile(s.ctx)
+		}
+	}()
+}
+
+// Extension returns a client of a loaded extension, starting it if it is lazy or its flag
+// was just turned on; nil while it is down, disabled or unknown.
+func (s *Supervisor) Extension(ctx context.Context, key string) extensionv1.ExtensionClient {
 	m := s.get(key)
 	if m == nil {
 		return nil
 	}
-	c, _ := m.current()
+	c, _ := s.clientFor(ctx, m)
 	return c
 }
 
