@@ -44,3 +44,19 @@ func (k *Kernel) KVDelete(ctx context.Context, extension, companyID, key string)
 	}
 	return tag.RowsAffected() > 0, nil
 }
+
+// CompanyNextIssueNumber atomically advances a company's issue counter and returns its
+// prefix and the new number; numbers never repeat, even under concurrent creates.
+func (k *Kernel) CompanyNextIssueNumber(ctx context.Context, companyID string) (string, int64, error) {
+	var prefix string
+	var n int64
+	err := k.Pool.QueryRow(ctx, `UPDATE kernel.companies SET issue_counter = issue_counter + 1, updated_at = now()
+		WHERE id = $1 RETURNING issue_prefix, issue_counter`, companyID).Scan(&prefix, &n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", 0, NotFound("Company not found")
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("error advancing issue counter of %s: %w", companyID, err)
+	}
+	return prefix, n, nil
+}

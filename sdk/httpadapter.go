@@ -123,3 +123,36 @@ func WriteErr(w http.ResponseWriter, err error) {
 	}
 	WriteJSON(w, status, body)
 }
+
+// CanAccessCompany reports whether the actor may reach a company, by the kernel's rules:
+// agents their own company; the trusted local board and instance admins every company;
+// board users the companies of their active memberships. Use it for routes whose company
+// comes from a resource the extension owns (an issue, a note) rather than the path.
+func CanAccessCompany(a *Actor, companyID string) bool {
+	if a == nil || companyID == "" {
+		return false
+	}
+	switch a.Type {
+	case "agent":
+		return a.CompanyId == companyID
+	case "board":
+		if a.Source == "local_implicit" || a.IsInstanceAdmin {
+			return true
+		}
+		for _, id := range a.CompanyIds {
+			if id == companyID {
+				return true
+			}
+		}
+	case "system":
+		return true
+	}
+	return false
+}
+
+// IsMethodNotProvided reports whether a Host.Call failed because no loaded extension
+// provides the method (the owner is not installed), as opposed to the owner failing.
+func IsMethodNotProvided(err error) bool {
+	e, ok := err.(*Error)
+	return ok && e.Code == "method_not_provided"
+}

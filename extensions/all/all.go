@@ -3,5 +3,5 @@
 package all
 
 import (
-	_ "github.com/keelhq/keel/extensions" // the registry itself
+	_ "github.com/keelhq/keel/extensions/work" // issues, projects, goals, approvals, search
 )

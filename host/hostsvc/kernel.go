@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -291,6 +292,17 @@ func (s *companies) Get(ctx context.Context, req *hostv1.GetCompanyRequest) (*ho
 		return nil, internal(err)
 	}
 	return &hostv1.CompanyResponse{CompanyJson: b}, nil
+}
+
+func (s *companies) NextIssueNumber(ctx context.Context, req *hostv1.NextIssueNumberRequest) (*hostv1.NextIssueNumberResponse, error) {
+	if err := s.need(sdk.CapCompanies); err != nil {
+		return nil, err
+	}
+	prefix, n, err := s.d.Kernel.CompanyNextIssueNumber(ctx, req.CompanyId)
+	if err != nil {
+		return nil, apiStatus(err)
+	}
+	return &hostv1.NextIssueNumberResponse{IssuePrefix: prefix, Number: n, Identifier: fmt.Sprintf("%s-%d", prefix, n)}, nil
 }
 
 type calls struct {

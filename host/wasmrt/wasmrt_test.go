@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -20,12 +19,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/keelhq/keel/host/hostsvc"
 	"github.com/keelhq/keel/host/wasmrt"
 	"github.com/keelhq/keel/host/wasmrt/wasmrttest"
 	"github.com/keelhq/keel/sdk"
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
-	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
 
 const counterDir = "../../examples/wasm-counter"
@@ -296,9 +293,7 @@ func TestCounter(t *testing.T) {
 
 	t.Run("UndeclaredCapability", func(t *testing.T) {
 		t.Parallel()
-		logs := &logBuffer{}
 		b := loadCounter(t, func(p *wasmrt.LoadParams) { p.Capabilities = []string{sdk.CapStorage} })
-		_ = logs
 		res, err := b.mod.Handle(ctx, counterRequest("POST", "co-1", "/increment"))
 		require.NoError(t, err)
 		require.Equal(t, int32(http.StatusInternalServerError), res.Status, "%s", res.Body)
@@ -432,7 +427,8 @@ func TestProbe(t *testing.T) {
 	load := func(t *testing.T, adjust func(p *wasmrt.LoadParams)) (*wasmrt.Module, *logBuffer) {
 		t.Helper()
 		logs := &logBuffer{}
-		rt, err := wasmrt.New(ctx, wasmrt.Config{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug})})
+		runtime(t) // creates the shared cache directory, so the probe compiles once per run
+		rt, err := wasmrt.New(ctx, wasmrt.Config{CacheDir: sharedDir, Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug})})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = rt.Close(ctx) })
 		fakes := wasmrttest.NewServices()
@@ -657,9 +653,3 @@ func BenchmarkHealth(b *testing.B) {
 		}
 	}
 }
-
-var (
-	_ hostv1.StorageServer = (*wasmrttest.Storage)(nil)
-	_                      = hostsvc.Services{}
-	_                      = errors.New
-)

@@ -24,6 +24,7 @@ import (
 	"github.com/keelhq/keel/host"
 	"github.com/keelhq/keel/host/pgembed/pgtest"
 	"github.com/keelhq/keel/host/supervisor"
+	"github.com/keelhq/keel/kernel"
 	"github.com/keelhq/keel/sdk"
 )
 
@@ -215,4 +216,45 @@ func BuildProcessExtension(t testing.TB, pkgDir string) string {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, host.ManifestFile), b, 0o644))
 	buildCache[abs] = dir
 	return dir
+}
+
+// Agent is an agent identity created for a test, with an API key.
+type Agent struct {
+	ID        string
+	CompanyID string
+	Name      string
+	// Key is an agent API key (send as the bearer token).
+	Key string
+}
+
+// CreateAgent creates an agent identity in the kernel (the agents extension owns the rest
+// of an agent) and an API key for it through the API.
+func (h *Host) CreateAgent(companyID, name, role string) *Agent {
+	h.t.Helper()
+	a, err := h.Kernel.AgentCreate(context.Background(), &kernel.AgentCreateParams{CompanyID: companyID, Name: name, Role: role})
+	require.NoError(h.t, err)
+	res := h.Do("POST", "/api/agents/"+a.ID+"/keys", map[string]any{"name": "test"})
+	require.Equal(h.t, http.StatusCreated, res.Status, "create agent key: %s", res.Body)
+	var key struct {
+		Token string `json:"token"`
+	}
+	res.JSON(h.t, &key)
+	return &Agent{ID: a.ID, CompanyID: companyID, Name: a.Name, Key: key.Token}
+}
+
+// AgentJWT mints a local agent JWT for a run of the agent.
+func (h *Host) AgentJWT(a *Agent, runID string) string {
+	h.t.Helper()
+	tok, _, err := h.Kernel.MintAgentJWT(a.ID, a.CompanyID, "process", runID, time.Hour)
+	require.NoError(h.t, err)
+	return tok
+}
+
+// As returns header pairs that authenticate as the agent, optionally in a run.
+func (a *Agent) As(runID string) []string {
+	h := []string{"Authorization", "Bearer " + a.Key}
+	if runID != "" {
+		h = append(h, "X-Service-Run-Id", runID)
+	}
+	return h
 }

@@ -870,6 +870,111 @@ func (x *CompanyResponse) GetCompanyJson() []byte {
 	return nil
 }
 
+type NextIssueNumberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CompanyId     string                 `protobuf:"bytes,1,opt,name=company_id,json=companyId,proto3" json:"company_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NextIssueNumberRequest) Reset() {
+	*x = NextIssueNumberRequest{}
+	mi := &file_host_v1_host_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NextIssueNumberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NextIssueNumberRequest) ProtoMessage() {}
+
+func (x *NextIssueNumberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NextIssueNumberRequest.ProtoReflect.Descriptor instead.
+func (*NextIssueNumberRequest) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *NextIssueNumberRequest) GetCompanyId() string {
+	if x != nil {
+		return x.CompanyId
+	}
+	return ""
+}
+
+type NextIssueNumberResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	IssuePrefix string                 `protobuf:"bytes,1,opt,name=issue_prefix,json=issuePrefix,proto3" json:"issue_prefix,omitempty"`
+	Number      int64                  `protobuf:"varint,2,opt,name=number,proto3" json:"number,omitempty"`
+	// identifier is "<issue_prefix>-<number>".
+	Identifier    string `protobuf:"bytes,3,opt,name=identifier,proto3" json:"identifier,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NextIssueNumberResponse) Reset() {
+	*x = NextIssueNumberResponse{}
+	mi := &file_host_v1_host_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NextIssueNumberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NextIssueNumberResponse) ProtoMessage() {}
+
+func (x *NextIssueNumberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NextIssueNumberResponse.ProtoReflect.Descriptor instead.
+func (*NextIssueNumberResponse) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *NextIssueNumberResponse) GetIssuePrefix() string {
+	if x != nil {
+		return x.IssuePrefix
+	}
+	return ""
+}
+
+func (x *NextIssueNumberResponse) GetNumber() int64 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *NextIssueNumberResponse) GetIdentifier() string {
+	if x != nil {
+		return x.Identifier
+	}
+	return ""
+}
+
 type InvokeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// method is "<extension key>.<method>" as the owner's manifest provides it.
@@ -883,7 +988,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[14]
+	mi := &file_host_v1_host_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +1000,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[14]
+	mi := &file_host_v1_host_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1013,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{14}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InvokeRequest) GetMethod() string {
@@ -949,7 +1054,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[15]
+	mi := &file_host_v1_host_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1066,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[15]
+	mi := &file_host_v1_host_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1079,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{15}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *InvokeResponse) GetOutputJson() []byte {
@@ -1007,7 +1112,7 @@ type EnqueueRequest struct {
 
 func (x *EnqueueRequest) Reset() {
 	*x = EnqueueRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[16]
+	mi := &file_host_v1_host_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1124,7 @@ func (x *EnqueueRequest) String() string {
 func (*EnqueueRequest) ProtoMessage() {}
 
 func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[16]
+	mi := &file_host_v1_host_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1137,7 @@ func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{16}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EnqueueRequest) GetJobKey() string {
@@ -1080,7 +1185,7 @@ type EnqueueResponse struct {
 
 func (x *EnqueueResponse) Reset() {
 	*x = EnqueueResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[17]
+	mi := &file_host_v1_host_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1197,7 @@ func (x *EnqueueResponse) String() string {
 func (*EnqueueResponse) ProtoMessage() {}
 
 func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[17]
+	mi := &file_host_v1_host_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1210,7 @@ func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{17}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EnqueueResponse) GetJobId() string {
@@ -1133,7 +1238,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[18]
+	mi := &file_host_v1_host_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1250,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[18]
+	mi := &file_host_v1_host_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1263,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{18}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PublishRequest) GetType() string {
@@ -1191,7 +1296,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[19]
+	mi := &file_host_v1_host_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1308,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[19]
+	mi := &file_host_v1_host_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1321,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{19}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PublishResponse) GetId() string {
@@ -1236,7 +1341,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[20]
+	mi := &file_host_v1_host_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1353,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[20]
+	mi := &file_host_v1_host_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1366,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{20}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetSettingsRequest) GetSection() string {
@@ -1280,7 +1385,7 @@ type GetSettingsResponse struct {
 
 func (x *GetSettingsResponse) Reset() {
 	*x = GetSettingsResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[21]
+	mi := &file_host_v1_host_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1397,7 @@ func (x *GetSettingsResponse) String() string {
 func (*GetSettingsResponse) ProtoMessage() {}
 
 func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[21]
+	mi := &file_host_v1_host_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1410,7 @@ func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*GetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{21}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetSettingsResponse) GetSettingsJson() []byte {
@@ -1327,7 +1432,7 @@ type ResolveSecretRequest struct {
 
 func (x *ResolveSecretRequest) Reset() {
 	*x = ResolveSecretRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[22]
+	mi := &file_host_v1_host_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1444,7 @@ func (x *ResolveSecretRequest) String() string {
 func (*ResolveSecretRequest) ProtoMessage() {}
 
 func (x *ResolveSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[22]
+	mi := &file_host_v1_host_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1457,7 @@ func (x *ResolveSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveSecretRequest.ProtoReflect.Descriptor instead.
 func (*ResolveSecretRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{22}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResolveSecretRequest) GetCompanyId() string {
@@ -1386,7 +1491,7 @@ type ResolveSecretResponse struct {
 
 func (x *ResolveSecretResponse) Reset() {
 	*x = ResolveSecretResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[23]
+	mi := &file_host_v1_host_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1503,7 @@ func (x *ResolveSecretResponse) String() string {
 func (*ResolveSecretResponse) ProtoMessage() {}
 
 func (x *ResolveSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[23]
+	mi := &file_host_v1_host_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1516,7 @@ func (x *ResolveSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveSecretResponse.ProtoReflect.Descriptor instead.
 func (*ResolveSecretResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{23}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResolveSecretResponse) GetValue() string {
@@ -1438,7 +1543,7 @@ type StorageKey struct {
 
 func (x *StorageKey) Reset() {
 	*x = StorageKey{}
-	mi := &file_host_v1_host_proto_msgTypes[24]
+	mi := &file_host_v1_host_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1555,7 @@ func (x *StorageKey) String() string {
 func (*StorageKey) ProtoMessage() {}
 
 func (x *StorageKey) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[24]
+	mi := &file_host_v1_host_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1568,7 @@ func (x *StorageKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageKey.ProtoReflect.Descriptor instead.
 func (*StorageKey) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{24}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StorageKey) GetCompanyId() string {
@@ -1490,7 +1595,7 @@ type StorageGetResponse struct {
 
 func (x *StorageGetResponse) Reset() {
 	*x = StorageGetResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[25]
+	mi := &file_host_v1_host_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1607,7 @@ func (x *StorageGetResponse) String() string {
 func (*StorageGetResponse) ProtoMessage() {}
 
 func (x *StorageGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[25]
+	mi := &file_host_v1_host_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1620,7 @@ func (x *StorageGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageGetResponse.ProtoReflect.Descriptor instead.
 func (*StorageGetResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{25}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StorageGetResponse) GetValue() []byte {
@@ -1543,7 +1648,7 @@ type StorageSetRequest struct {
 
 func (x *StorageSetRequest) Reset() {
 	*x = StorageSetRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[26]
+	mi := &file_host_v1_host_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +1660,7 @@ func (x *StorageSetRequest) String() string {
 func (*StorageSetRequest) ProtoMessage() {}
 
 func (x *StorageSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[26]
+	mi := &file_host_v1_host_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +1673,7 @@ func (x *StorageSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageSetRequest.ProtoReflect.Descriptor instead.
 func (*StorageSetRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{26}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StorageSetRequest) GetCompanyId() string {
@@ -1600,7 +1705,7 @@ type StorageSetResponse struct {
 
 func (x *StorageSetResponse) Reset() {
 	*x = StorageSetResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[27]
+	mi := &file_host_v1_host_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1612,7 +1717,7 @@ func (x *StorageSetResponse) String() string {
 func (*StorageSetResponse) ProtoMessage() {}
 
 func (x *StorageSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[27]
+	mi := &file_host_v1_host_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1625,7 +1730,7 @@ func (x *StorageSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageSetResponse.ProtoReflect.Descriptor instead.
 func (*StorageSetResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{27}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{29}
 }
 
 type StorageDeleteResponse struct {
@@ -1637,7 +1742,7 @@ type StorageDeleteResponse struct {
 
 func (x *StorageDeleteResponse) Reset() {
 	*x = StorageDeleteResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[28]
+	mi := &file_host_v1_host_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1754,7 @@ func (x *StorageDeleteResponse) String() string {
 func (*StorageDeleteResponse) ProtoMessage() {}
 
 func (x *StorageDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[28]
+	mi := &file_host_v1_host_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1767,7 @@ func (x *StorageDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageDeleteResponse.ProtoReflect.Descriptor instead.
 func (*StorageDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{28}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StorageDeleteResponse) GetDeleted() bool {
@@ -1747,7 +1852,16 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\n" +
 	"company_id\x18\x01 \x01(\tR\tcompanyId\"4\n" +
 	"\x0fCompanyResponse\x12!\n" +
-	"\fcompany_json\x18\x01 \x01(\fR\vcompanyJson\"\x95\x01\n" +
+	"\fcompany_json\x18\x01 \x01(\fR\vcompanyJson\"7\n" +
+	"\x16NextIssueNumberRequest\x12\x1d\n" +
+	"\n" +
+	"company_id\x18\x01 \x01(\tR\tcompanyId\"t\n" +
+	"\x17NextIssueNumberResponse\x12!\n" +
+	"\fissue_prefix\x18\x01 \x01(\tR\vissuePrefix\x12\x16\n" +
+	"\x06number\x18\x02 \x01(\x03R\x06number\x12\x1e\n" +
+	"\n" +
+	"identifier\x18\x03 \x01(\tR\n" +
+	"identifier\"\x95\x01\n" +
 	"\rInvokeRequest\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x1d\n" +
 	"\n" +
@@ -1815,9 +1929,10 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"ListAgents\x12\x1f.keel.host.v1.ListAgentsRequest\x1a .keel.host.v1.ListAgentsResponse\x12L\n" +
 	"\vCreateAgent\x12 .keel.host.v1.CreateAgentRequest\x1a\x1b.keel.host.v1.AgentIdentity\x12R\n" +
 	"\x0eSetAgentStatus\x12#.keel.host.v1.SetAgentStatusRequest\x1a\x1b.keel.host.v1.AgentIdentity\x12[\n" +
-	"\x0eMintAgentToken\x12#.keel.host.v1.MintAgentTokenRequest\x1a$.keel.host.v1.MintAgentTokenResponse2R\n" +
+	"\x0eMintAgentToken\x12#.keel.host.v1.MintAgentTokenRequest\x1a$.keel.host.v1.MintAgentTokenResponse2\xb2\x01\n" +
 	"\tCompanies\x12E\n" +
-	"\x03Get\x12\x1f.keel.host.v1.GetCompanyRequest\x1a\x1d.keel.host.v1.CompanyResponse2L\n" +
+	"\x03Get\x12\x1f.keel.host.v1.GetCompanyRequest\x1a\x1d.keel.host.v1.CompanyResponse\x12^\n" +
+	"\x0fNextIssueNumber\x12$.keel.host.v1.NextIssueNumberRequest\x1a%.keel.host.v1.NextIssueNumberResponse2L\n" +
 	"\x05Calls\x12C\n" +
 	"\x06Invoke\x12\x1b.keel.host.v1.InvokeRequest\x1a\x1c.keel.host.v1.InvokeResponse2N\n" +
 	"\x04Jobs\x12F\n" +
@@ -1845,45 +1960,47 @@ func file_host_v1_host_proto_rawDescGZIP() []byte {
 	return file_host_v1_host_proto_rawDescData
 }
 
-var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_host_v1_host_proto_goTypes = []any{
-	(*AppendActivityRequest)(nil),  // 0: keel.host.v1.AppendActivityRequest
-	(*AppendActivityResponse)(nil), // 1: keel.host.v1.AppendActivityResponse
-	(*CheckRequest)(nil),           // 2: keel.host.v1.CheckRequest
-	(*CheckResponse)(nil),          // 3: keel.host.v1.CheckResponse
-	(*GetAgentRequest)(nil),        // 4: keel.host.v1.GetAgentRequest
-	(*AgentIdentity)(nil),          // 5: keel.host.v1.AgentIdentity
-	(*ListAgentsRequest)(nil),      // 6: keel.host.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),     // 7: keel.host.v1.ListAgentsResponse
-	(*CreateAgentRequest)(nil),     // 8: keel.host.v1.CreateAgentRequest
-	(*SetAgentStatusRequest)(nil),  // 9: keel.host.v1.SetAgentStatusRequest
-	(*MintAgentTokenRequest)(nil),  // 10: keel.host.v1.MintAgentTokenRequest
-	(*MintAgentTokenResponse)(nil), // 11: keel.host.v1.MintAgentTokenResponse
-	(*GetCompanyRequest)(nil),      // 12: keel.host.v1.GetCompanyRequest
-	(*CompanyResponse)(nil),        // 13: keel.host.v1.CompanyResponse
-	(*InvokeRequest)(nil),          // 14: keel.host.v1.InvokeRequest
-	(*InvokeResponse)(nil),         // 15: keel.host.v1.InvokeResponse
-	(*EnqueueRequest)(nil),         // 16: keel.host.v1.EnqueueRequest
-	(*EnqueueResponse)(nil),        // 17: keel.host.v1.EnqueueResponse
-	(*PublishRequest)(nil),         // 18: keel.host.v1.PublishRequest
-	(*PublishResponse)(nil),        // 19: keel.host.v1.PublishResponse
-	(*GetSettingsRequest)(nil),     // 20: keel.host.v1.GetSettingsRequest
-	(*GetSettingsResponse)(nil),    // 21: keel.host.v1.GetSettingsResponse
-	(*ResolveSecretRequest)(nil),   // 22: keel.host.v1.ResolveSecretRequest
-	(*ResolveSecretResponse)(nil),  // 23: keel.host.v1.ResolveSecretResponse
-	(*StorageKey)(nil),             // 24: keel.host.v1.StorageKey
-	(*StorageGetResponse)(nil),     // 25: keel.host.v1.StorageGetResponse
-	(*StorageSetRequest)(nil),      // 26: keel.host.v1.StorageSetRequest
-	(*StorageSetResponse)(nil),     // 27: keel.host.v1.StorageSetResponse
-	(*StorageDeleteResponse)(nil),  // 28: keel.host.v1.StorageDeleteResponse
-	(*v1.Actor)(nil),               // 29: keel.extension.v1.Actor
-	(*v1.Error)(nil),               // 30: keel.extension.v1.Error
+	(*AppendActivityRequest)(nil),   // 0: keel.host.v1.AppendActivityRequest
+	(*AppendActivityResponse)(nil),  // 1: keel.host.v1.AppendActivityResponse
+	(*CheckRequest)(nil),            // 2: keel.host.v1.CheckRequest
+	(*CheckResponse)(nil),           // 3: keel.host.v1.CheckResponse
+	(*GetAgentRequest)(nil),         // 4: keel.host.v1.GetAgentRequest
+	(*AgentIdentity)(nil),           // 5: keel.host.v1.AgentIdentity
+	(*ListAgentsRequest)(nil),       // 6: keel.host.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),      // 7: keel.host.v1.ListAgentsResponse
+	(*CreateAgentRequest)(nil),      // 8: keel.host.v1.CreateAgentRequest
+	(*SetAgentStatusRequest)(nil),   // 9: keel.host.v1.SetAgentStatusRequest
+	(*MintAgentTokenRequest)(nil),   // 10: keel.host.v1.MintAgentTokenRequest
+	(*MintAgentTokenResponse)(nil),  // 11: keel.host.v1.MintAgentTokenResponse
+	(*GetCompanyRequest)(nil),       // 12: keel.host.v1.GetCompanyRequest
+	(*CompanyResponse)(nil),         // 13: keel.host.v1.CompanyResponse
+	(*NextIssueNumberRequest)(nil),  // 14: keel.host.v1.NextIssueNumberRequest
+	(*NextIssueNumberResponse)(nil), // 15: keel.host.v1.NextIssueNumberResponse
+	(*InvokeRequest)(nil),           // 16: keel.host.v1.InvokeRequest
+	(*InvokeResponse)(nil),          // 17: keel.host.v1.InvokeResponse
+	(*EnqueueRequest)(nil),          // 18: keel.host.v1.EnqueueRequest
+	(*EnqueueResponse)(nil),         // 19: keel.host.v1.EnqueueResponse
+	(*PublishRequest)(nil),          // 20: keel.host.v1.PublishRequest
+	(*PublishResponse)(nil),         // 21: keel.host.v1.PublishResponse
+	(*GetSettingsRequest)(nil),      // 22: keel.host.v1.GetSettingsRequest
+	(*GetSettingsResponse)(nil),     // 23: keel.host.v1.GetSettingsResponse
+	(*ResolveSecretRequest)(nil),    // 24: keel.host.v1.ResolveSecretRequest
+	(*ResolveSecretResponse)(nil),   // 25: keel.host.v1.ResolveSecretResponse
+	(*StorageKey)(nil),              // 26: keel.host.v1.StorageKey
+	(*StorageGetResponse)(nil),      // 27: keel.host.v1.StorageGetResponse
+	(*StorageSetRequest)(nil),       // 28: keel.host.v1.StorageSetRequest
+	(*StorageSetResponse)(nil),      // 29: keel.host.v1.StorageSetResponse
+	(*StorageDeleteResponse)(nil),   // 30: keel.host.v1.StorageDeleteResponse
+	(*v1.Actor)(nil),                // 31: keel.extension.v1.Actor
+	(*v1.Error)(nil),                // 32: keel.extension.v1.Error
 }
 var file_host_v1_host_proto_depIdxs = []int32{
-	29, // 0: keel.host.v1.CheckRequest.actor:type_name -> keel.extension.v1.Actor
+	31, // 0: keel.host.v1.CheckRequest.actor:type_name -> keel.extension.v1.Actor
 	5,  // 1: keel.host.v1.ListAgentsResponse.agents:type_name -> keel.host.v1.AgentIdentity
-	29, // 2: keel.host.v1.InvokeRequest.actor:type_name -> keel.extension.v1.Actor
-	30, // 3: keel.host.v1.InvokeResponse.error:type_name -> keel.extension.v1.Error
+	31, // 2: keel.host.v1.InvokeRequest.actor:type_name -> keel.extension.v1.Actor
+	32, // 3: keel.host.v1.InvokeResponse.error:type_name -> keel.extension.v1.Error
 	0,  // 4: keel.host.v1.Activity.Append:input_type -> keel.host.v1.AppendActivityRequest
 	2,  // 5: keel.host.v1.Authz.Check:input_type -> keel.host.v1.CheckRequest
 	4,  // 6: keel.host.v1.Principals.GetAgent:input_type -> keel.host.v1.GetAgentRequest
@@ -1892,32 +2009,34 @@ var file_host_v1_host_proto_depIdxs = []int32{
 	9,  // 9: keel.host.v1.Principals.SetAgentStatus:input_type -> keel.host.v1.SetAgentStatusRequest
 	10, // 10: keel.host.v1.Principals.MintAgentToken:input_type -> keel.host.v1.MintAgentTokenRequest
 	12, // 11: keel.host.v1.Companies.Get:input_type -> keel.host.v1.GetCompanyRequest
-	14, // 12: keel.host.v1.Calls.Invoke:input_type -> keel.host.v1.InvokeRequest
-	16, // 13: keel.host.v1.Jobs.Enqueue:input_type -> keel.host.v1.EnqueueRequest
-	18, // 14: keel.host.v1.Events.Publish:input_type -> keel.host.v1.PublishRequest
-	20, // 15: keel.host.v1.Settings.Get:input_type -> keel.host.v1.GetSettingsRequest
-	22, // 16: keel.host.v1.Secrets.Resolve:input_type -> keel.host.v1.ResolveSecretRequest
-	24, // 17: keel.host.v1.Storage.Get:input_type -> keel.host.v1.StorageKey
-	26, // 18: keel.host.v1.Storage.Set:input_type -> keel.host.v1.StorageSetRequest
-	24, // 19: keel.host.v1.Storage.Delete:input_type -> keel.host.v1.StorageKey
-	1,  // 20: keel.host.v1.Activity.Append:output_type -> keel.host.v1.AppendActivityResponse
-	3,  // 21: keel.host.v1.Authz.Check:output_type -> keel.host.v1.CheckResponse
-	5,  // 22: keel.host.v1.Principals.GetAgent:output_type -> keel.host.v1.AgentIdentity
-	7,  // 23: keel.host.v1.Principals.ListAgents:output_type -> keel.host.v1.ListAgentsResponse
-	5,  // 24: keel.host.v1.Principals.CreateAgent:output_type -> keel.host.v1.AgentIdentity
-	5,  // 25: keel.host.v1.Principals.SetAgentStatus:output_type -> keel.host.v1.AgentIdentity
-	11, // 26: keel.host.v1.Principals.MintAgentToken:output_type -> keel.host.v1.MintAgentTokenResponse
-	13, // 27: keel.host.v1.Companies.Get:output_type -> keel.host.v1.CompanyResponse
-	15, // 28: keel.host.v1.Calls.Invoke:output_type -> keel.host.v1.InvokeResponse
-	17, // 29: keel.host.v1.Jobs.Enqueue:output_type -> keel.host.v1.EnqueueResponse
-	19, // 30: keel.host.v1.Events.Publish:output_type -> keel.host.v1.PublishResponse
-	21, // 31: keel.host.v1.Settings.Get:output_type -> keel.host.v1.GetSettingsResponse
-	23, // 32: keel.host.v1.Secrets.Resolve:output_type -> keel.host.v1.ResolveSecretResponse
-	25, // 33: keel.host.v1.Storage.Get:output_type -> keel.host.v1.StorageGetResponse
-	27, // 34: keel.host.v1.Storage.Set:output_type -> keel.host.v1.StorageSetResponse
-	28, // 35: keel.host.v1.Storage.Delete:output_type -> keel.host.v1.StorageDeleteResponse
-	20, // [20:36] is the sub-list for method output_type
-	4,  // [4:20] is the sub-list for method input_type
+	14, // 12: keel.host.v1.Companies.NextIssueNumber:input_type -> keel.host.v1.NextIssueNumberRequest
+	16, // 13: keel.host.v1.Calls.Invoke:input_type -> keel.host.v1.InvokeRequest
+	18, // 14: keel.host.v1.Jobs.Enqueue:input_type -> keel.host.v1.EnqueueRequest
+	20, // 15: keel.host.v1.Events.Publish:input_type -> keel.host.v1.PublishRequest
+	22, // 16: keel.host.v1.Settings.Get:input_type -> keel.host.v1.GetSettingsRequest
+	24, // 17: keel.host.v1.Secrets.Resolve:input_type -> keel.host.v1.ResolveSecretRequest
+	26, // 18: keel.host.v1.Storage.Get:input_type -> keel.host.v1.StorageKey
+	28, // 19: keel.host.v1.Storage.Set:input_type -> keel.host.v1.StorageSetRequest
+	26, // 20: keel.host.v1.Storage.Delete:input_type -> keel.host.v1.StorageKey
+	1,  // 21: keel.host.v1.Activity.Append:output_type -> keel.host.v1.AppendActivityResponse
+	3,  // 22: keel.host.v1.Authz.Check:output_type -> keel.host.v1.CheckResponse
+	5,  // 23: keel.host.v1.Principals.GetAgent:output_type -> keel.host.v1.AgentIdentity
+	7,  // 24: keel.host.v1.Principals.ListAgents:output_type -> keel.host.v1.ListAgentsResponse
+	5,  // 25: keel.host.v1.Principals.CreateAgent:output_type -> keel.host.v1.AgentIdentity
+	5,  // 26: keel.host.v1.Principals.SetAgentStatus:output_type -> keel.host.v1.AgentIdentity
+	11, // 27: keel.host.v1.Principals.MintAgentToken:output_type -> keel.host.v1.MintAgentTokenResponse
+	13, // 28: keel.host.v1.Companies.Get:output_type -> keel.host.v1.CompanyResponse
+	15, // 29: keel.host.v1.Companies.NextIssueNumber:output_type -> keel.host.v1.NextIssueNumberResponse
+	17, // 30: keel.host.v1.Calls.Invoke:output_type -> keel.host.v1.InvokeResponse
+	19, // 31: keel.host.v1.Jobs.Enqueue:output_type -> keel.host.v1.EnqueueResponse
+	21, // 32: keel.host.v1.Events.Publish:output_type -> keel.host.v1.PublishResponse
+	23, // 33: keel.host.v1.Settings.Get:output_type -> keel.host.v1.GetSettingsResponse
+	25, // 34: keel.host.v1.Secrets.Resolve:output_type -> keel.host.v1.ResolveSecretResponse
+	27, // 35: keel.host.v1.Storage.Get:output_type -> keel.host.v1.StorageGetResponse
+	29, // 36: keel.host.v1.Storage.Set:output_type -> keel.host.v1.StorageSetResponse
+	30, // 37: keel.host.v1.Storage.Delete:output_type -> keel.host.v1.StorageDeleteResponse
+	21, // [21:38] is the sub-list for method output_type
+	4,  // [4:21] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -1934,7 +2053,7 @@ func file_host_v1_host_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_host_v1_host_proto_rawDesc), len(file_host_v1_host_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   10,
 		},

@@ -493,16 +493,19 @@ var Principals_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Companies_Get_FullMethodName = "/keel.host.v1.Companies/Get"
+	Companies_Get_FullMethodName             = "/keel.host.v1.Companies/Get"
+	Companies_NextIssueNumber_FullMethodName = "/keel.host.v1.Companies/NextIssueNumber"
 )
 
 // CompaniesClient is the client API for Companies service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Companies reads company records.
+// Companies reads company records and hands out issue numbers.
 type CompaniesClient interface {
 	Get(ctx context.Context, in *GetCompanyRequest, opts ...grpc.CallOption) (*CompanyResponse, error)
+	// NextIssueNumber atomically advances the company's issue counter; numbers never repeat.
+	NextIssueNumber(ctx context.Context, in *NextIssueNumberRequest, opts ...grpc.CallOption) (*NextIssueNumberResponse, error)
 }
 
 type companiesClient struct {
@@ -523,13 +526,25 @@ func (c *companiesClient) Get(ctx context.Context, in *GetCompanyRequest, opts .
 	return out, nil
 }
 
+func (c *companiesClient) NextIssueNumber(ctx context.Context, in *NextIssueNumberRequest, opts ...grpc.CallOption) (*NextIssueNumberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NextIssueNumberResponse)
+	err := c.cc.Invoke(ctx, Companies_NextIssueNumber_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CompaniesServer is the server API for Companies service.
 // All implementations must embed UnimplementedCompaniesServer
 // for forward compatibility.
 //
-// Companies reads company records.
+// Companies reads company records and hands out issue numbers.
 type CompaniesServer interface {
 	Get(context.Context, *GetCompanyRequest) (*CompanyResponse, error)
+	// NextIssueNumber atomically advances the company's issue counter; numbers never repeat.
+	NextIssueNumber(context.Context, *NextIssueNumberRequest) (*NextIssueNumberResponse, error)
 	mustEmbedUnimplementedCompaniesServer()
 }
 
@@ -542,6 +557,9 @@ type UnimplementedCompaniesServer struct{}
 
 func (UnimplementedCompaniesServer) Get(context.Context, *GetCompanyRequest) (*CompanyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedCompaniesServer) NextIssueNumber(context.Context, *NextIssueNumberRequest) (*NextIssueNumberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NextIssueNumber not implemented")
 }
 func (UnimplementedCompaniesServer) mustEmbedUnimplementedCompaniesServer() {}
 func (UnimplementedCompaniesServer) testEmbeddedByValue()                   {}
@@ -582,6 +600,24 @@ func _Companies_Get_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Companies_NextIssueNumber_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NextIssueNumberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CompaniesServer).NextIssueNumber(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Companies_NextIssueNumber_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CompaniesServer).NextIssueNumber(ctx, req.(*NextIssueNumberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Companies_ServiceDesc is the grpc.ServiceDesc for Companies service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -592,6 +628,10 @@ var Companies_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Get",
 			Handler:    _Companies_Get_Handler,
+		},
+		{
+			MethodName: "NextIssueNumber",
+			Handler:    _Companies_NextIssueNumber_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

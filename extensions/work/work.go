@@ -1,0 +1,151 @@
+// Package work is the first-party `work` extension: the work graph every other area points
+// at — issues (statuses, checkout and release, comments, blockers, labels, documents, work
+// products, attachments, read and inbox marks), projects and workspaces, goals, approvals
+// and company search (REFERENCE.md 2.1–2.5). It owns the tables of schema ext_work and is
+// reached by other extensions only through the methods it provides.
+package work
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
+
+	"github.com/keelhq/keel/extensions"
+	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/migrate"
+)
+
+// Key is the extension key; provided methods are "work.<method>".
+const Key = "work"
+
+// Schema is the extension's PostgreSQL schema.
+const Schema = "ext_work"
+
+//go:embed migrations/*.sql
+var migrationsFS embed.FS
+
+func init() { extensions.Register(func() sdk.Extension { return New() }) }
+
+// Config is the extension's config (validated against the manifest's config schema).
+type Config struct {
+	// AttachmentMaxBytes caps one attachment (default SERVICE_ATTACHMENT_MAX_BYTES or 10 MiB).
+	AttachmentMaxBytes int64 `json:"attachmentMaxBytes,omitempty"`
+}
+
+// Work is the extension.
+type Work struct {
+	host    *sdk.Host
+	pool    *pgxpool.Pool
+	sqlDB   *sql.DB
+	db      *bun.DB
+	log     hclog.Logger
+	dataDir string
+	cfg     Config
+	mux     *http.ServeMux
+}
+
+// New returns an unconfigured Work.
+func New() *Work { return &Work{log: hclog.NewNullLogger()} }
+
+// Manifest returns the manifest built from the route and method tables.
+func (w *Work) Manifest() *sdk.Manifest { return manifest() }
+
+// Configure connects to the extension's schema and migrates it.
+func (w *Work) Configure(ctx context.Context, env *sdk.Env) error {
+	w.host = env.Host
+	w.dataDir = env.DataDir
+	if env.Logger != nil {
+		w.log = env.Logger
+	}
+	if len(env.Config) > 0 {
+		if err := json.Unmarshal(env.Config, &w.cfg); err != nil {
+			return fmt.Errorf("error reading config: %w", err)
+		}
+	}
+	if w.cfg.AttachmentMaxBytes <= 0 {
+		w.cfg.AttachmentMaxBytes = attachmentMaxBytesFromEnv()
+	}
+	pcfg, err := pgxpool.ParseConfig(env.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("error parsing database URL: %w", err)
+	}
+	pcfg.MaxConns = 24
+	w.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return fmt.Errorf("error connecting to database: %w", err)
+	}
+	w.sqlDB = stdlib.OpenDBFromPool(w.pool)
+	w.db = bun.NewDB(w.sqlDB, pgdialect.New())
+	ms, err := migrate.Load(migrationsFS, "migrations")
+	if err != nil {
+		return err
+	}
+	if _, err := migrate.Apply(ctx, w.sqlDB, migrate.Params{Line: Key, Table: Schema + ".schema_migrations", Migrations: ms}); err != nil {
+		return err
+	}
+	w.mux = http.NewServeMux()
+	for _, r := range routeTable() {
+		handle := r.Handle
+		w.mux.HandleFunc(r.Method+" "+r.Path, func(rw http.ResponseWriter, req *http.Request) { handle(w, rw, req) })
+	}
+	return nil
+}
+
+// HTTPHandler serves the manifest routes.
+func (w *Work) HTTPHandler() http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if w.mux == nil {
+			sdk.WriteError(rw, http.StatusServiceUnavailable, "work extension is not configured")
+			return
+		}
+		w.mux.ServeHTTP(rw, r)
+	})
+}
+
+// CallMethod serves the provided methods.
+func (w *Work) CallMethod(ctx context.Context, call *sdk.MethodCall) (any, error) {
+	m, ok := methodTable()[call.Method]
+	if !ok {
+		return nil, &sdk.Error{Status: http.StatusNotImplemented, Code: "method_not_provided", Message: "work does not provide " + call.Method}
+	}
+	return m.Call(w, ctx, call)
+}
+
+// OnEvent handles subscribed events (none yet; kept for at-least-once delivery later).
+func (w *Work) OnEvent(context.Context, *sdk.Event) error { return nil }
+
+// Health checks the database.
+func (w *Work) Health(ctx context.Context) error {
+	if w.pool == nil {
+		return fmt.Errorf("not configured")
+	}
+	return w.pool.Ping(ctx)
+}
+
+// Stop closes the database.
+func (w *Work) Stop(context.Context) error {
+	if w.sqlDB != nil {
+		_ = w.sqlDB.Close()
+	}
+	if w.pool != nil {
+		w.pool.Close()
+	}
+	return nil
+}
+
+var (
+	_ sdk.Configurer     = (*Work)(nil)
+	_ sdk.HTTPProvider   = (*Work)(nil)
+	_ sdk.MethodProvider = (*Work)(nil)
+	_ sdk.HealthChecker  = (*Work)(nil)
+	_ sdk.Stopper        = (*Work)(nil)
+)
