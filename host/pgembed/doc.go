@@ -5,14 +5,14 @@
 //
 // Start creates the cluster directory if needed, runs initdb exactly once
 // (when PG_VERSION is missing), launches postgres as a direct child process
-// and waits until it accepts connections. The cluster's only role is the
-// superuser "keel" with trust authentication. By default the server listens
-// on a Unix socket only, in a private directory
+// and waits until it accepts connections. The cluster's superuser is "keel",
+// trusted on the Unix socket only. By default the server listens on that socket
+// alone, in a private directory
 // /tmp/keel-pg-<first 12 hex digits of sha256(cluster dir)> of mode 0700, so
-// trust authentication only admits the user running the server (and root).
-// When Config.Port is set the server also listens on 127.0.0.1:Port, where
-// trust authentication admits every local user; only do that on machines
-// whose local users are trusted.
+// trust only admits the user running the server (and root). When Config.Port is
+// set the server also listens on 127.0.0.1:Port, where every role needs a
+// password (scram-sha-256): extension roles have one, the superuser has none
+// and so cannot log in over TCP.
 //
 // # Lifetime
 //

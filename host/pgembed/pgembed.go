@@ -410,7 +410,7 @@ func (c *Cluster) stop() error {
 // runInitdb creates the cluster in dataDir.
 func runInitdb(binDir, dataDir string, u serverUser) error {
 	cmd := exec.Command(filepath.Join(binDir, "initdb"),
-		"-D", dataDir, "-U", superuser, "--auth=trust", "-E", "UTF8", "--no-locale", "-N")
+		"-D", dataDir, "-U", superuser, "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-locale", "-N")
 	cmd.Dir = dataDir
 	cmd.Env = childEnv()
 	cmd.SysProcAttr = toolProcAttr(u.cred)
