@@ -21,9 +21,9 @@ var (
 )
 
 // Register adds a first-party extension under its manifest key. It panics on a duplicate
-// key, which is a programming error caught at start.
-func Register(f Factory) {
-	key := f().Manifest().Key
+// key, which is a programming error caught at start. It does not call the factory, so an
+// extension may build its manifest from tables that other init functions fill.
+func Register(key string, f Factory) {
 	mu.Lock()
 	defer mu.Unlock()
 	if _, dup := factories[key]; dup {

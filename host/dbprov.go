@@ -13,11 +13,14 @@ import (
 )
 
 // dbProvisioner gives each extension with the database capability one schema, ext_<key>,
-// owned by its own login role that can touch nothing else. The role's password is derived
-// from the instance secret, so every keel node sharing the database agrees on it.
+// owned by its own login role that can touch nothing else. Roles are cluster-wide while
+// schemas are per database, so the role name carries a digest of the instance id: two keel
+// instances on one server never share (or fight over) a role. The role's password is
+// derived from the instance secret, so every node of one instance agrees on it.
 type dbProvisioner struct {
-	pool   *pgxpool.Pool
-	secret []byte
+	pool       *pgxpool.Pool
+	secret     []byte
+	instanceID string
 }
 
 // ExtensionSchema returns the schema (and role) name of an extension key.
@@ -27,8 +30,10 @@ func ExtensionSchema(key string) string {
 
 // ProvisionExtensionDatabase implements supervisor.DatabaseProvisioner.
 func (p *dbProvisioner) ProvisionExtensionDatabase(ctx context.Context, key string) (string, error) {
-	name := ExtensionSchema(key)
+	schema := ExtensionSchema(key)
+	name := ExtensionRole(key, p.instanceID)
 	ident := pgx.Identifier{name}.Sanitize()
+	schemaIdent := pgx.Identifier{schema}.Sanitize()
 	mac := hmac.New(sha256.New, p.secret)
 	mac.Write([]byte("db-role:" + name))
 	password := hex.EncodeToString(mac.Sum(nil))
@@ -56,8 +61,9 @@ func (p *dbProvisioner) ProvisionExtensionDatabase(ctx context.Context, key stri
 	}
 	stmts = append(stmts,
 		`ALTER ROLE `+ident+` PASSWORD '`+password+`'`,
-		`CREATE SCHEMA IF NOT EXISTS `+ident+` AUTHORIZATION `+ident,
-		`ALTER ROLE `+ident+` SET search_path = `+ident,
+		`CREATE SCHEMA IF NOT EXISTS `+schemaIdent+` AUTHORIZATION `+ident,
+		`ALTER SCHEMA `+schemaIdent+` OWNER TO `+ident,
+		`ALTER ROLE `+ident+` IN DATABASE `+pgx.Identifier{dbName}.Sanitize()+` SET search_path = `+schemaIdent,
 		`GRANT CONNECT ON DATABASE `+pgx.Identifier{dbName}.Sanitize()+` TO `+ident,
 		`REVOKE ALL ON SCHEMA kernel FROM `+ident,
 	)
@@ -68,7 +74,18 @@ func (p *dbProvisioner) ProvisionExtensionDatabase(ctx context.Context, key stri
 	}
 	cfg := p.pool.Config().ConnConfig
 	return fmt.Sprintf("host=%s port=%d dbname=%s user=%s password=%s sslmode=%s search_path=%s",
-		dsnQuote(cfg.Host), cfg.Port, dsnQuote(dbName), name, password, sslMode(cfg), name), nil
+		dsnQuote(cfg.Host), cfg.Port, dsnQuote(dbName), name, password, sslMode(cfg), schema), nil
+}
+
+// ExtensionRole returns the login role of an extension in one instance:
+// ext_<key>_<8 hex digits of sha256(instance id)>, kept within PostgreSQL's 63 bytes.
+func ExtensionRole(key, instanceID string) string {
+	sum := sha256.Sum256([]byte(instanceID))
+	base := ExtensionSchema(key)
+	if len(base) > 50 {
+		base = base[:50]
+	}
+	return base + "_" + hex.EncodeToString(sum[:4])
 }
 
 func sslMode(cfg *pgx.ConnConfig) string {

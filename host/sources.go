@@ -22,6 +22,9 @@ func builtinSources() ([]*supervisor.Source, error) {
 	for _, key := range extensions.Keys() {
 		f, _ := extensions.Lookup(key)
 		m := f().Manifest()
+		if m.Key != key {
+			return nil, fmt.Errorf("first-party extension registered as %s describes itself as %s", key, m.Key)
+		}
 		b, err := json.Marshal(m)
 		if err != nil {
 			return nil, fmt.Errorf("error encoding manifest of %s: %w", key, err)

@@ -132,7 +132,7 @@ func (k *Kernel) ExtensionList(ctx context.Context) ([]*ExtensionRecord, error) 
 type pluginListEndpoint struct{ k *Kernel }
 
 func (e *pluginListEndpoint) Meta() *EndpointMeta {
-	return &EndpointMeta{Pattern: "GET /api/plugins", Access: AccessBoard, Summary: "List installed extensions"}
+	return &EndpointMeta{Pattern: "GET /api/plugins", Access: AccessInstanceAdmin, Summary: "List installed extensions"}
 }
 
 func (e *pluginListEndpoint) Execute(ctx context.Context, _ *struct{}) (*[]*ExtensionRecord, error) {
@@ -150,7 +150,7 @@ type pluginRequest struct {
 type pluginGetEndpoint struct{ k *Kernel }
 
 func (e *pluginGetEndpoint) Meta() *EndpointMeta {
-	return &EndpointMeta{Pattern: "GET /api/plugins/{pluginId}", Access: AccessBoard, Summary: "Read one installed extension"}
+	return &EndpointMeta{Pattern: "GET /api/plugins/{pluginId}", Access: AccessInstanceAdmin, Summary: "Read one installed extension"}
 }
 
 func (e *pluginGetEndpoint) Execute(ctx context.Context, req *pluginRequest) (*ExtensionRecord, error) {
@@ -167,7 +167,7 @@ func (e *pluginGetEndpoint) Execute(ctx context.Context, req *pluginRequest) (*E
 type pluginHealthEndpoint struct{ k *Kernel }
 
 func (e *pluginHealthEndpoint) Meta() *EndpointMeta {
-	return &EndpointMeta{Pattern: "GET /api/plugins/{pluginId}/health", Access: AccessBoard, Summary: "Ping one extension"}
+	return &EndpointMeta{Pattern: "GET /api/plugins/{pluginId}/health", Access: AccessInstanceAdmin, Summary: "Ping one extension"}
 }
 
 func (e *pluginHealthEndpoint) Execute(ctx context.Context, req *pluginRequest) (*ExtensionHealth, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelhq/keel/host"
 	"github.com/keelhq/keel/sdk/sdktest"
 )
 
@@ -68,9 +69,9 @@ func Test_main(t *testing.T) {
 	t.Run("OwnSchemaOwnRole", func(t *testing.T) {
 		var owner string
 		require.NoError(t, h.Kernel.Pool.QueryRow(t.Context(), `SELECT tableowner FROM pg_tables WHERE schemaname = 'ext_example_notes' AND tablename = 'notes'`).Scan(&owner))
-		require.Equal(t, "ext_example_notes", owner)
+		require.Equal(t, host.ExtensionRole("example.notes", h.Kernel.InstanceID()), owner)
 		var canRead bool
-		require.NoError(t, h.Kernel.Pool.QueryRow(t.Context(), `SELECT has_table_privilege('ext_example_notes', 'kernel.companies', 'SELECT')`).Scan(&canRead))
+		require.NoError(t, h.Kernel.Pool.QueryRow(t.Context(), `SELECT has_table_privilege($1, 'kernel.companies', 'SELECT')`, owner).Scan(&canRead))
 		require.False(t, canRead, "an extension's role cannot read kernel tables")
 	})
 

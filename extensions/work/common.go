@@ -20,9 +20,9 @@ import (
 // apiError returns an *sdk.Error with the status and the spec's text.
 func apiError(status int, msg string) *sdk.Error { return &sdk.Error{Status: status, Message: msg} }
 
-func notFound(msg string) *sdk.Error   { return apiError(http.StatusNotFound, msg) }
-func conflict(msg string) *sdk.Error   { return apiError(http.StatusConflict, msg) }
-func forbidden(msg string) *sdk.Error  { return apiError(http.StatusForbidden, msg) }
+func notFound(msg string) *sdk.Error  { return apiError(http.StatusNotFound, msg) }
+func conflict(msg string) *sdk.Error  { return apiError(http.StatusConflict, msg) }
+func forbidden(msg string) *sdk.Error { return apiError(http.StatusForbidden, msg) }
 func unprocessable(msg string) *sdk.Error {
 	return apiError(http.StatusUnprocessableEntity, msg)
 }

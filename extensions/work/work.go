@@ -33,7 +33,7 @@ const Schema = "ext_work"
 //go:embed migrations/*.sql
 var migrationsFS embed.FS
 
-func init() { extensions.Register(func() sdk.Extension { return New() }) }
+func init() { extensions.Register(Key, func() sdk.Extension { return New() }) }
 
 // Config is the extension's config (validated against the manifest's config schema).
 type Config struct {

@@ -507,3 +507,28 @@ func compareVersions(a, b [3]int) int {
 	}
 	return 0
 }
+
+// WaitReady waits until every extension that is meant to run has a live client (or the
+// context ends). Start-up already waits for each first launch; this also covers the
+// retries of one whose first launch failed.
+func (s *Supervisor) WaitReady(ctx context.Context) error {
+	for {
+		pending := ""
+		s.mu.RLock()
+		for key, m := range s.exts {
+			if c, _ := m.current(); c == nil && m.active() {
+				pending = key
+				break
+			}
+		}
+		s.mu.RUnlock()
+		if pending == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("extension %s is not ready: %w", pending, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

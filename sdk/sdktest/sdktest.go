@@ -95,6 +95,7 @@ func Start(t testing.TB, opts Options) *Host {
 	h, err := host.Start(ctx, cfg, logger)
 	require.NoError(t, err)
 	t.Cleanup(func() { h.Stop(context.Background()) })
+	require.NoError(t, h.Supervisor.WaitReady(ctx))
 	return &Host{Host: h, t: t, DatabaseURL: dsn}
 }
 
