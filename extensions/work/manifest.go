@@ -80,7 +80,7 @@ func manifest() *sdk.Manifest {
 			Kernel:      ">=0.1 <1.0",
 			Capabilities: []string{sdk.CapActivity, sdk.CapAuthz, sdk.CapPrincipals, sdk.CapCompanies, sdk.CapCalls,
 				sdk.CapEvents, sdk.CapDatabase},
-			Uses: []string{"agents.wakeup", "agents.approveHire"},
+			Uses: []string{"agents.wakeup", "agents.approveHire", "agents.runStatus"},
 			ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,
 				"properties":{"attachmentMaxBytes":{"type":"integer","minimum":1,"maximum":1073741824}}}`),
 		}

@@ -129,10 +129,13 @@ func validUTF8(b []byte) string {
 // errorEnvelope encodes an error: a status error keeps its code (envelope 2), anything
 // else is envelope 1.
 func errorEnvelope(err error) []byte {
-	if st, ok := status.FromError(err); ok && st.Code() != codes.OK && st.Code() != codes.Unknown {
-		return codeEnvelope(st.Code(), st.Message())
-	}
 	msg := err.Error()
+	if st, ok := status.FromError(err); ok {
+		if st.Code() != codes.OK && st.Code() != codes.Unknown {
+			return codeEnvelope(st.Code(), st.Message())
+		}
+		msg = st.Message()
+	}
 	b := make([]byte, 1, 1+len(msg))
 	b[0] = envError
 	return append(b, msg...)

@@ -9,15 +9,26 @@
 // demand; each serves one call at a time, since a module instance is not reentrant. Every
 // new instance is configured (operation Configure with the last ConfigureRequest) before
 // its first call. Memory is capped per instance at Limits.MemoryMB (default 128) and each
-// call's wall time at Limits.TimeoutMS (default 5000). A call that runs out of memory, out
-// of time, or traps fails with a *CallError wrapping ErrMemoryLimit, ErrTimeLimit or ErrTrap;
-// its instance is closed and discarded, never reused, and the next call gets a fresh one.
+// call's wall time at Limits.TimeoutMS (default 5000); starting an instance (_initialize)
+// gets the same limit but at least 10 s. A call that runs out of memory, out of time, or
+// traps fails with a *CallError wrapping ErrMemoryLimit, ErrTimeLimit or ErrTrap; its
+// instance is closed and discarded, never reused, and the next call gets a fresh one.
 // Errors the extension itself reports come back as gRPC status errors, as they would from a
 // process extension.
 //
-// Go guests (GOOS=wasip1, -buildmode=c-shared) start at about 2 MB of linear memory and
-// reach about 4 MB after initializing net/http; the Go runtime grows its heap in 4 MB
-// steps, so 16 MB is the practical floor and 32 MB leaves room for real requests.
+// Go guests (GOOS=wasip1, -buildmode=c-shared) declare about 4 MB of initial memory (the
+// counter example, with net/http, 61 pages) and the Go runtime grows its heap in 4 MB
+// steps: at 5-8 MB such a guest runs out of memory now and then under load, at 12 MB and
+// more it does not. 16 MB is the practical floor; 32 MB leaves room for request bodies. A
+// limit below the module's declared minimum fails at Load.
+//
+// Linear memory is one anonymous mapping of the whole limit per instance (on Linux and
+// macOS): growing never copies, untouched pages cost nothing, and the pages go back to the
+// system when the instance is discarded.
+//
+// Time limits rely on wazero's termination checks (WithCloseOnContextDone), which it
+// inserts at every function entry and loop header; they make Go guest code about four
+// times slower, but nothing else can stop a runaway module.
 //
 // # ABI, version 1
 //

@@ -15,6 +15,9 @@ type fakeModule struct {
 	exports []string // which of keel_api_version, malloc, free, keel_call, _start to export
 	badFree bool     // export free as (i64) -> ()
 	result  uint64   // what keel_call returns
+	// reentrant makes keel_call and malloc call keel.host_call(8, 0, 0): the host's malloc
+	// for the result then re-enters host_call.
+	reentrant bool
 }
 
 const (
@@ -41,21 +44,29 @@ func writeModule(t *testing.T, m fakeModule) string {
 		"keel_call":        {"keel_call", []byte{i32, i32, i32}, []byte{i64}, append([]byte{0x42}, sleb(int64(m.result))...)},
 		"_start":           {"_start", nil, nil, nil},
 	}
+	// call keel.host_call(8, 0, 0) (function 0, the import) and drop the result
+	callHost := []byte{0x41, 8, 0x41, 0, 0x41, 0, 0x10, 0, 0x1a}
 	var fns []fn
 	for _, name := range m.exports {
-		fns = append(fns, all[name])
+		f := all[name]
+		if m.reentrant && (name == "keel_call" || name == "malloc") {
+			f.body = cat(callHost, f.body)
+		}
+		fns = append(fns, f)
 	}
 	var types, funcs, exports, code [][]byte
 	for i, f := range fns {
 		types = append(types, cat([]byte{0x60}, vec(bytesOf(f.params)), vec(bytesOf(f.results))))
 		funcs = append(funcs, uleb(uint64(i)))
-		exports = append(exports, cat(name(f.name), []byte{0x00}, uleb(uint64(i))))
-		body := cat([]byte{0x00}, f.body, []byte{0x0b}) // no locals, body, end
+		exports = append(exports, cat(name(f.name), []byte{0x00}, uleb(uint64(i+1)))) // after the import
+		body := cat([]byte{0x00}, f.body, []byte{0x0b})                               // no locals, body, end
 		code = append(code, cat(uleb(uint64(len(body))), body))
 	}
+	types = append(types, []byte{0x60, 3, i32, i32, i32, 1, i64}) // host_call's type
+	imports := [][]byte{cat(name("keel"), name("host_call"), []byte{0x00}, uleb(uint64(len(fns))))}
 	exports = append(exports, cat(name("memory"), []byte{0x02, 0x00}))
 	bin := cat([]byte("\x00asm"), []byte{1, 0, 0, 0},
-		section(1, vec(types)), section(3, vec(funcs)),
+		section(1, vec(types)), section(2, vec(imports)), section(3, vec(funcs)),
 		section(5, vec([][]byte{{0x00, 0x01}})), // one memory, min 1 page
 		section(7, vec(exports)), section(10, vec(code)))
 	path := filepath.Join(t.TempDir(), "fake.wasm")

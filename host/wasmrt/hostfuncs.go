@@ -2,6 +2,7 @@ package wasmrt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/hashicorp/go-hclog"
@@ -128,6 +129,9 @@ type hostCalls struct {
 }
 
 func newHostCalls(key string, services *hostsvc.Services, capabilities []string, log hclog.Logger) *hostCalls {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
 	h := &hostCalls{key: key, log: log}
 	caps := map[string]bool{}
 	for _, c := range capabilities {
@@ -198,28 +202,38 @@ func (m *Module) instantiateHostModule(ctx context.Context) error {
 // hostCall implements keel.host_call(service, ptr, len) -> (ptr<<32 | len).
 func (m *Module) hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 	id, ptr, n := api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), api.DecodeU32(stack[2])
+	inst := instanceFrom(ctx)
+	if inst != nil && inst.inAlloc {
+		m.fault(ctx, mod, inst, errors.New("host_call from inside malloc or free"), stack)
+		return
+	}
 	var env []byte
 	if in, err := readGuest(mod.Memory(), ptr, n); err != nil {
 		env = codeEnvelope(codes.InvalidArgument, "host_call: "+err.Error())
 	} else {
 		env = m.host.serve(ctx, id, in)
 	}
-	inst := instanceFrom(ctx)
-	if inst == nil || inst.malloc == nil {
+	writer := inst
+	if writer == nil || writer.malloc == nil {
 		// A host call during _initialize, before the instance's exports are bound.
-		inst = &instance{m: m, mod: mod, malloc: mod.ExportedFunction("malloc")}
+		writer = &instance{m: m, mod: mod, malloc: mod.ExportedFunction("malloc")}
 	}
-	p, err := inst.write(ctx, env)
+	p, err := writer.write(ctx, env)
 	if err != nil {
-		// The guest's malloc failed or lied: its state is unknown, so end the call.
-		if cur := instanceFrom(ctx); cur != nil {
-			cur.fault = fmt.Errorf("host_call could not return its result: %w", err)
-		}
-		_ = mod.CloseWithExitCode(ctx, exitCodeHostFault)
-		stack[0] = 0
+		m.fault(ctx, mod, inst, fmt.Errorf("host_call could not return its result: %w", err), stack)
 		return
 	}
 	stack[0] = pack(p, uint32(len(env)))
+}
+
+// fault ends the current call of a guest that broke the ABI inside a host function: its
+// state is unknown, so the module is closed and the call fails with err.
+func (m *Module) fault(ctx context.Context, mod api.Module, inst *instance, err error, stack []uint64) {
+	if inst != nil && inst.fault == nil {
+		inst.fault = err
+	}
+	_ = mod.CloseWithExitCode(ctx, exitCodeHostFault)
+	stack[0] = 0
 }
 
 // exitCodeHostFault closes a module whose guest broke the ABI inside a host call.

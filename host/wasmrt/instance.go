@@ -34,6 +34,9 @@ type instance struct {
 	fault error
 	// broken is set when a call failed in a way that leaves the instance unusable.
 	broken bool
+	// inAlloc is set while the host runs the guest's malloc or free; a host call from
+	// there would re-enter them.
+	inAlloc bool
 
 	// mem is the instance's linear memory, released when the instance is closed.
 	mem linearMemory
@@ -59,10 +62,14 @@ var (
 	errModuleClosed   = errors.New("wasm module closed")
 )
 
-// callContext returns the context of one call on inst: the caller's, bounded by the time
-// limit, ended by Module.Close, carrying the instance for the host functions.
-func (m *Module) callContext(parent context.Context, inst *instance) (context.Context, func()) {
-	ctx, cancelTimeout := context.WithTimeoutCause(parent, m.timeout, errTimeLimitCause)
+// minStartTimeout is the least time an instance gets to start (_initialize runs the guest's
+// package initializers), however small the call time limit.
+const minStartTimeout = 10 * time.Second
+
+// callContext returns the context of one call on inst: the caller's, bounded by timeout,
+// ended by Module.Close, carrying the instance for the host functions.
+func (m *Module) callContext(parent context.Context, inst *instance, timeout time.Duration) (context.Context, func()) {
+	ctx, cancelTimeout := context.WithTimeoutCause(parent, timeout, errTimeLimitCause)
 	ctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(m.ctx, func() { cancel(errModuleClosed) })
 	inst.done = ctx.Done()
@@ -73,8 +80,8 @@ func (m *Module) callContext(parent context.Context, inst *instance) (context.Co
 	}
 }
 
-// newInstance instantiates the module (running _initialize within the time limit) and
-// checks keel_api_version.
+// newInstance instantiates the module (running _initialize within the time limit, but
+// never less than minStartTimeout) and checks keel_api_version.
 func (m *Module) newInstance(parent context.Context) (*instance, error) {
 	inst := &instance{m: m, stderr: newGuestOutput(m.log, "stderr")}
 	cfg := wazero.NewModuleConfig().
@@ -86,7 +93,7 @@ func (m *Module) newInstance(parent context.Context) (*instance, error) {
 		WithSysNanotime().
 		WithNanosleep(inst.nanosleep).
 		WithRandSource(rand.Reader)
-	ctx, done := m.callContext(parent, inst)
+	ctx, done := m.callContext(parent, inst, max(m.timeout, minStartTimeout))
 	defer done()
 	ctx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(func(_, maxBytes uint64) experimental.LinearMemory {
 		inst.mem = newLinearMemory(maxBytes)
@@ -143,7 +150,7 @@ func (inst *instance) nanosleep(ns int64) {
 // extension reported or for the caller's context.
 func (inst *instance) call(parent context.Context, op uint32, in []byte, resp proto.Message) error {
 	m := inst.m
-	ctx, done := m.callContext(parent, inst)
+	ctx, done := m.callContext(parent, inst, m.timeout)
 	defer done()
 	inst.fault = nil
 	inst.stderr.reset()
@@ -191,7 +198,10 @@ func (inst *instance) call(parent context.Context, op uint32, in []byte, resp pr
 // write copies b into a block from the guest's malloc and returns its address.
 func (inst *instance) write(ctx context.Context, b []byte) (uint32, error) {
 	inst.allocStack[0] = uint64(len(b))
-	if err := inst.malloc.CallWithStack(ctx, inst.allocStack[:]); err != nil {
+	inst.inAlloc = true
+	err := inst.malloc.CallWithStack(ctx, inst.allocStack[:])
+	inst.inAlloc = false
+	if err != nil {
 		return 0, err
 	}
 	ptr := uint32(inst.allocStack[0])
@@ -204,6 +214,8 @@ func (inst *instance) write(ctx context.Context, b []byte) (uint32, error) {
 // release calls the guest's free on ptr.
 func (inst *instance) release(ctx context.Context, ptr uint32) error {
 	inst.allocStack[0] = uint64(ptr)
+	inst.inAlloc = true
+	defer func() { inst.inAlloc = false }()
 	return inst.free.CallWithStack(ctx, inst.allocStack[:])
 }
 
@@ -222,6 +234,9 @@ func (m *Module) failure(ctx, parent context.Context, inst *instance, op string,
 	case errors.As(err, &exit) && (exit.ExitCode() == sys.ExitCodeDeadlineExceeded || exit.ExitCode() == sys.ExitCodeContextCanceled):
 		if cause := context.Cause(ctx); errors.Is(cause, errTimeLimitCause) {
 			ce.Kind, ce.Limit = ErrTimeLimit, m.timeoutMS
+			if op == "instantiate" {
+				ce.Limit = int(max(m.timeout, minStartTimeout) / time.Millisecond)
+			}
 		} else if errors.Is(cause, errModuleClosed) {
 			return m.errClosed()
 		} else if perr := parent.Err(); perr != nil {
@@ -229,10 +244,12 @@ func (m *Module) failure(ctx, parent context.Context, inst *instance, op string,
 		} else {
 			ce.Detail = "canceled"
 		}
-	case inst.outOfMemory():
+	case inst.stderr.sawOutOfMemory():
 		ce.Kind, ce.Limit = ErrMemoryLimit, m.memoryMB
 	case errors.As(err, &exit):
 		ce.Detail = fmt.Sprintf("exited with code %d", exit.ExitCode())
+	case inst.nearMemoryLimit():
+		ce.Kind, ce.Limit = ErrMemoryLimit, m.memoryMB
 	default:
 		ce.Detail = firstLine(err.Error())
 	}
@@ -245,13 +262,10 @@ func (m *Module) failure(ctx, parent context.Context, inst *instance, op string,
 	return ce
 }
 
-// outOfMemory reports whether the instance failed for want of memory: the guest said so on
-// stderr (Go: "fatal error: out of memory"), or its memory is within a Go heap arena (4 MiB)
-// of the limit.
-func (inst *instance) outOfMemory() bool {
-	if inst.stderr.sawOutOfMemory() {
-		return true
-	}
+// nearMemoryLimit reports whether the instance's memory is within a Go heap arena (4 MiB)
+// of the limit: a trap there most likely comes from a failed allocation in a guest that
+// did not say so on stderr (Go guests print "fatal error: out of memory").
+func (inst *instance) nearMemoryLimit() bool {
 	if inst.mod == nil || inst.mod.Memory() == nil {
 		return false
 	}

@@ -233,10 +233,13 @@ func (m *Module) Close(ctx context.Context) error {
 	m.mu.Unlock()
 	m.cancel()
 	m.owner.remove(m)
-	for range cap(m.slots) { // wait until no call runs
+	for taken := range cap(m.slots) { // wait until no call runs
 		select {
 		case m.slots <- struct{}{}:
 		case <-ctx.Done():
+			for range taken {
+				<-m.slots
+			}
 			return fmt.Errorf("error closing wasm extension %s: %w", m.key, ctx.Err())
 		}
 	}

@@ -259,7 +259,8 @@ func TestCounter(t *testing.T) {
 
 	t.Run("ConcurrentCalls", func(t *testing.T) {
 		t.Parallel()
-		b := loadCounter(t, nil)
+		// A generous limit: this checks the pool, and a loaded machine is slow.
+		b := loadCounter(t, func(p *wasmrt.LoadParams) { p.Limits.TimeoutMS = 60000 })
 		const workers, rounds = 16, 20
 		var wg sync.WaitGroup
 		errs := make(chan error, workers*rounds)
@@ -345,7 +346,10 @@ func TestLoad(t *testing.T) {
 		require.ErrorContains(t, err, "has sha256 "+hex.EncodeToString(sum[:])+", but the manifest expects "+wrong)
 
 		mod, err := runtime(t).Load(ctx, wasmrt.LoadParams{Key: "example.wasm_counter", ModulePath: path, SHA256: hex.EncodeToString(sum[:])})
+		require.NoError(t, err, "the default limits (128 MB, 5 s) fit a Go guest")
+		res, err := mod.Handle(ctx, counterRequest("GET", "co-1", ""))
 		require.NoError(t, err)
+		require.Equal(t, int32(http.StatusInternalServerError), res.Status, "no storage service: the handler fails cleanly")
 		require.NoError(t, mod.Close(ctx))
 	})
 
@@ -396,6 +400,19 @@ func TestLoad(t *testing.T) {
 	})
 }
 
+func TestHostCallFromMallocIsATrap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := writeModule(t, fakeModule{version: 1, exports: []string{"keel_api_version", "malloc", "free", "keel_call"}, reentrant: true})
+	mod, err := runtime(t).Load(ctx, wasmrt.LoadParams{Key: "test.reentrant", ModulePath: path,
+		Services: wasmrttest.NewServices().HostServices(), Capabilities: []string{sdk.CapStorage}})
+	require.NoError(t, err)
+	defer mod.Close(ctx)
+	_, err = mod.Describe(ctx, &extensionv1.DescribeRequest{})
+	require.ErrorIs(t, err, wasmrt.ErrTrap)
+	require.ErrorContains(t, err, "host_call from inside malloc or free")
+}
+
 // TestCompilationCache measures a cold compile and a compile from the cache directory.
 func TestCompilationCache(t *testing.T) {
 	t.Parallel()
@@ -434,7 +451,7 @@ func TestProbe(t *testing.T) {
 		fakes := wasmrttest.NewServices()
 		p := wasmrt.LoadParams{
 			Key: "test.probe", ModulePath: wasmrttest.BuildModule(t, "testdata/probe"),
-			Limits:   sdk.Limits{MemoryMB: 32, TimeoutMS: 2000, Instances: 4},
+			Limits:   sdk.Limits{MemoryMB: 32, TimeoutMS: 30000, Instances: 4},
 			Services: fakes.HostServices(), Capabilities: []string{sdk.CapStorage, sdk.CapActivity, sdk.CapSettings},
 		}
 		if adjust != nil {

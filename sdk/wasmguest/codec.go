@@ -2,6 +2,7 @@ package wasmguest
 
 import (
 	"encoding/json"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -49,6 +50,17 @@ func (e *encoder) message(n protowire.Number, f func(*encoder)) {
 	e.b = protowire.AppendBytes(e.b, sub.b)
 }
 
+// str returns b as a string without copying. Decoded messages alias their input, which is
+// never written again: a request block the host filled and no longer touches, or a host
+// call result the guest took out of its allocations. (A string kept long after the call
+// keeps that whole block alive; clone it with strings.Clone to keep just the string.)
+func str(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
 // field is one decoded field: val for length-delimited fields, num for the others.
 type field struct {
 	n   protowire.Number
@@ -57,10 +69,10 @@ type field struct {
 	num uint64
 }
 
-func (f *field) is(n protowire.Number, typ protowire.Type) bool { return f.n == n && f.typ == typ }
+func (f field) is(n protowire.Number, typ protowire.Type) bool { return f.n == n && f.typ == typ }
 
 // decode calls fn for each field of the message in b.
-func decode(b []byte, fn func(f *field) error) error {
+func decode(b []byte, fn func(f field) error) error {
 	var f field
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -87,7 +99,7 @@ func decode(b []byte, fn func(f *field) error) error {
 			return protowire.ParseError(n)
 		}
 		b = b[n:]
-		if err := fn(&f); err != nil {
+		if err := fn(f); err != nil {
 			return err
 		}
 	}
@@ -111,28 +123,32 @@ func (a *Actor) encode(e *encoder) {
 	e.string(9, a.KeyID)
 }
 
-func decodeActor(b []byte) (*Actor, error) {
-	a := &Actor{}
-	err := decode(b, func(f *field) error {
+// decodeActor decodes into a (nil starts a new Actor): a message field repeated on the wire
+// merges, as protobuf does.
+func decodeActor(a *Actor, b []byte) (*Actor, error) {
+	if a == nil {
+		a = &Actor{}
+	}
+	err := decode(b, func(f field) error {
 		switch {
 		case f.is(1, protowire.BytesType):
-			a.Type = string(f.val)
+			a.Type = str(f.val)
 		case f.is(2, protowire.BytesType):
-			a.UserID = string(f.val)
+			a.UserID = str(f.val)
 		case f.is(3, protowire.BytesType):
-			a.AgentID = string(f.val)
+			a.AgentID = str(f.val)
 		case f.is(4, protowire.BytesType):
-			a.CompanyID = string(f.val)
+			a.CompanyID = str(f.val)
 		case f.is(5, protowire.BytesType):
-			a.RunID = string(f.val)
+			a.RunID = str(f.val)
 		case f.is(6, protowire.BytesType):
-			a.Source = string(f.val)
+			a.Source = str(f.val)
 		case f.is(7, protowire.VarintType):
 			a.IsInstanceAdmin = f.num != 0
 		case f.is(8, protowire.BytesType):
-			a.CompanyIDs = append(a.CompanyIDs, string(f.val))
+			a.CompanyIDs = append(a.CompanyIDs, str(f.val))
 		case f.is(9, protowire.BytesType):
-			a.KeyID = string(f.val)
+			a.KeyID = str(f.val)
 		}
 		return nil
 	})
@@ -161,22 +177,26 @@ func (e *Error) encode(enc *encoder) {
 	enc.string(5, source)
 }
 
-func decodeError(b []byte) (*Error, error) {
-	e := &Error{}
-	err := decode(b, func(f *field) error {
+// decodeError decodes into e (nil starts a new Error), merging like decodeActor.
+func decodeError(e *Error, b []byte) (*Error, error) {
+	if e == nil {
+		e = &Error{}
+	}
+	err := decode(b, func(f field) error {
 		switch {
 		case f.is(1, protowire.VarintType):
 			e.Status = int(int32(f.num))
 		case f.is(2, protowire.BytesType):
-			e.Message = string(f.val)
+			e.Message = str(f.val)
 		case f.is(3, protowire.BytesType):
-			e.Code = string(f.val)
+			e.Code = str(f.val)
 		case f.is(4, protowire.BytesType):
-			if len(f.val) > 0 {
-				e.Details = json.RawMessage(f.val)
+			e.Details = nil
+			if v := rawJSON(f.val); v != nil {
+				e.Details = v
 			}
 		case f.is(5, protowire.BytesType):
-			e.Source = string(f.val)
+			e.Source = str(f.val)
 		}
 		return nil
 	})
@@ -207,14 +227,14 @@ type httpRequest struct {
 
 func decodeHTTPRequest(b []byte) (*httpRequest, error) {
 	r := &httpRequest{}
-	err := decode(b, func(f *field) error {
+	err := decode(b, func(f field) error {
 		switch {
 		case f.is(1, protowire.BytesType):
-			r.Method = string(f.val)
+			r.Method = str(f.val)
 		case f.is(2, protowire.BytesType):
-			r.Path = string(f.val)
+			r.Path = str(f.val)
 		case f.is(3, protowire.BytesType):
-			r.Pattern = string(f.val)
+			r.Pattern = str(f.val)
 		case f.is(4, protowire.BytesType):
 			k, v, err := decodeStringMapEntry(f.val)
 			if err != nil {
@@ -225,7 +245,7 @@ func decodeHTTPRequest(b []byte) (*httpRequest, error) {
 			}
 			r.Params[k] = v
 		case f.is(5, protowire.BytesType):
-			r.RawQuery = string(f.val)
+			r.RawQuery = str(f.val)
 		case f.is(6, protowire.BytesType):
 			k, vs, err := decodeHeaderEntry(f.val)
 			if err != nil {
@@ -238,15 +258,15 @@ func decodeHTTPRequest(b []byte) (*httpRequest, error) {
 		case f.is(7, protowire.BytesType):
 			r.Body = f.val
 		case f.is(8, protowire.BytesType):
-			a, err := decodeActor(f.val)
+			a, err := decodeActor(r.Actor, f.val)
 			if err != nil {
 				return err
 			}
 			r.Actor = a
 		case f.is(9, protowire.BytesType):
-			r.CompanyID = string(f.val)
+			r.CompanyID = str(f.val)
 		case f.is(10, protowire.BytesType):
-			r.RequestID = string(f.val)
+			r.RequestID = str(f.val)
 		}
 		return nil
 	})
@@ -254,12 +274,12 @@ func decodeHTTPRequest(b []byte) (*httpRequest, error) {
 }
 
 func decodeStringMapEntry(b []byte) (k, v string, err error) {
-	err = decode(b, func(f *field) error {
+	err = decode(b, func(f field) error {
 		switch {
 		case f.is(1, protowire.BytesType):
-			k = string(f.val)
+			k = str(f.val)
 		case f.is(2, protowire.BytesType):
-			v = string(f.val)
+			v = str(f.val)
 		}
 		return nil
 	})
@@ -268,15 +288,14 @@ func decodeStringMapEntry(b []byte) (k, v string, err error) {
 
 // decodeHeaderEntry decodes one map<string, HeaderValues> entry.
 func decodeHeaderEntry(b []byte) (k string, vs []string, err error) {
-	err = decode(b, func(f *field) error {
+	err = decode(b, func(f field) error {
 		switch {
 		case f.is(1, protowire.BytesType):
-			k = string(f.val)
-		case f.is(2, protowire.BytesType):
-			vs = vs[:0:0]
-			return decode(f.val, func(f *field) error {
+			k = str(f.val)
+		case f.is(2, protowire.BytesType): // HeaderValues; a repeated value merges
+			return decode(f.val, func(f field) error {
 				if f.is(1, protowire.BytesType) {
-					vs = append(vs, string(f.val))
+					vs = append(vs, str(f.val))
 				}
 				return nil
 			})
@@ -306,20 +325,18 @@ func encodeHTTPResponse(e *encoder, status int, headers map[string][]string, bod
 // decodeEnv decodes keel.extension.v1.ConfigureRequest.
 func decodeEnv(b []byte) (*Env, error) {
 	env := &Env{}
-	err := decode(b, func(f *field) error {
+	err := decode(b, func(f field) error {
 		switch {
 		case f.is(1, protowire.BytesType):
-			if len(f.val) > 0 {
-				env.Config = json.RawMessage(f.val)
-			}
+			env.Config = rawJSON(f.val)
 		case f.is(4, protowire.BytesType):
-			env.DataDir = string(f.val)
+			env.DataDir = str(f.val)
 		case f.is(5, protowire.BytesType):
-			env.InstanceID = string(f.val)
+			env.InstanceID = str(f.val)
 		case f.is(6, protowire.BytesType):
-			env.APIURL = string(f.val)
+			env.APIURL = str(f.val)
 		case f.is(7, protowire.BytesType):
-			env.KernelVersion = string(f.val)
+			env.KernelVersion = str(f.val)
 		}
 		return nil
 	})
@@ -329,24 +346,22 @@ func decodeEnv(b []byte) (*Env, error) {
 // decodeMethodCall decodes keel.extension.v1.CallRequest.
 func decodeMethodCall(b []byte) (*MethodCall, error) {
 	c := &MethodCall{}
-	err := decode(b, func(f *field) error {
+	err := decode(b, func(f field) error {
 		switch {
 		case f.is(1, protowire.BytesType):
-			c.Method = string(f.val)
+			c.Method = str(f.val)
 		case f.is(2, protowire.BytesType):
-			if len(f.val) > 0 {
-				c.Input = json.RawMessage(f.val)
-			}
+			c.Input = rawJSON(f.val)
 		case f.is(3, protowire.BytesType):
-			a, err := decodeActor(f.val)
+			a, err := decodeActor(c.Actor, f.val)
 			if err != nil {
 				return err
 			}
 			c.Actor = a
 		case f.is(4, protowire.BytesType):
-			c.Caller = string(f.val)
+			c.Caller = str(f.val)
 		case f.is(5, protowire.BytesType):
-			c.CompanyID = string(f.val)
+			c.CompanyID = str(f.val)
 		}
 		return nil
 	})
@@ -356,18 +371,16 @@ func decodeMethodCall(b []byte) (*MethodCall, error) {
 // decodeJobRun decodes keel.extension.v1.RunJobRequest.
 func decodeJobRun(b []byte) (*JobRun, error) {
 	j := &JobRun{}
-	err := decode(b, func(f *field) error {
+	err := decode(b, func(f field) error {
 		switch {
 		case f.is(1, protowire.BytesType):
-			j.Key = string(f.val)
+			j.Key = str(f.val)
 		case f.is(2, protowire.BytesType):
-			if len(f.val) > 0 {
-				j.Args = json.RawMessage(f.val)
-			}
+			j.Args = rawJSON(f.val)
 		case f.is(3, protowire.VarintType):
 			j.Attempt = int(int32(f.num))
 		case f.is(4, protowire.BytesType):
-			j.ID = string(f.val)
+			j.ID = str(f.val)
 		}
 		return nil
 	})
@@ -377,26 +390,32 @@ func decodeJobRun(b []byte) (*JobRun, error) {
 // decodeEvent decodes keel.extension.v1.Event.
 func decodeEvent(b []byte) (*Event, error) {
 	ev := &Event{}
-	err := decode(b, func(f *field) error {
+	err := decode(b, func(f field) error {
 		switch {
 		case f.is(1, protowire.BytesType):
-			ev.ID = string(f.val)
+			ev.ID = str(f.val)
 		case f.is(2, protowire.BytesType):
-			ev.Type = string(f.val)
+			ev.Type = str(f.val)
 		case f.is(3, protowire.BytesType):
-			ev.CompanyID = string(f.val)
+			ev.CompanyID = str(f.val)
 		case f.is(4, protowire.BytesType):
-			if len(f.val) > 0 {
-				ev.Payload = json.RawMessage(f.val)
-			}
+			ev.Payload = rawJSON(f.val)
 		case f.is(5, protowire.BytesType):
-			ev.OccurredAt = string(f.val)
+			ev.OccurredAt = str(f.val)
 		case f.is(6, protowire.BytesType):
-			ev.Source = string(f.val)
+			ev.Source = str(f.val)
 		}
 		return nil
 	})
 	return ev, err
+}
+
+// rawJSON returns b as JSON, nil when empty.
+func rawJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.RawMessage(b)
 }
 
 // Host service messages (keel.host.v1).
@@ -414,12 +433,12 @@ func (r *AppendActivityRequest) encode(e *encoder) {
 }
 
 func (r *AppendActivityResponse) decode(b []byte) error {
-	return decode(b, func(f *field) error {
+	return decode(b, func(f field) error {
 		switch {
 		case f.is(1, protowire.BytesType):
-			r.ID = string(f.val)
+			r.ID = str(f.val)
 		case f.is(2, protowire.BytesType):
-			r.CreatedAt = string(f.val)
+			r.CreatedAt = str(f.val)
 		}
 		return nil
 	})
@@ -434,39 +453,39 @@ func (r *CheckRequest) encode(e *encoder) {
 }
 
 func (r *CheckResponse) decode(b []byte) error {
-	return decode(b, func(f *field) error {
+	return decode(b, func(f field) error {
 		switch {
 		case f.is(1, protowire.VarintType):
 			r.Allowed = f.num != 0
 		case f.is(2, protowire.BytesType):
-			r.Reason = string(f.val)
+			r.Reason = str(f.val)
 		}
 		return nil
 	})
 }
 
 func (a *AgentIdentity) decode(b []byte) error {
-	return decode(b, func(f *field) error {
+	return decode(b, func(f field) error {
 		if f.typ != protowire.BytesType {
 			return nil
 		}
 		switch f.n {
 		case 1:
-			a.ID = string(f.val)
+			a.ID = str(f.val)
 		case 2:
-			a.CompanyID = string(f.val)
+			a.CompanyID = str(f.val)
 		case 3:
-			a.Name = string(f.val)
+			a.Name = str(f.val)
 		case 4:
-			a.URLKey = string(f.val)
+			a.URLKey = str(f.val)
 		case 5:
-			a.Role = string(f.val)
+			a.Role = str(f.val)
 		case 6:
-			a.Status = string(f.val)
+			a.Status = str(f.val)
 		case 7:
-			a.CreatedAt = string(f.val)
+			a.CreatedAt = str(f.val)
 		case 8:
-			a.UpdatedAt = string(f.val)
+			a.UpdatedAt = str(f.val)
 		}
 		return nil
 	})
@@ -482,14 +501,12 @@ func (r *InvokeRequest) encode(e *encoder) {
 }
 
 func (r *InvokeResponse) decode(b []byte) error {
-	return decode(b, func(f *field) error {
+	return decode(b, func(f field) error {
 		switch {
 		case f.is(1, protowire.BytesType):
-			if len(f.val) > 0 {
-				r.OutputJSON = json.RawMessage(f.val)
-			}
+			r.OutputJSON = rawJSON(f.val)
 		case f.is(2, protowire.BytesType):
-			e, err := decodeError(f.val)
+			e, err := decodeError(r.Error, f.val)
 			if err != nil {
 				return err
 			}
@@ -508,10 +525,10 @@ func (r *EnqueueRequest) encode(e *encoder) {
 }
 
 func (r *EnqueueResponse) decode(b []byte) error {
-	return decode(b, func(f *field) error {
+	return decode(b, func(f field) error {
 		switch {
 		case f.is(1, protowire.BytesType):
-			r.JobID = string(f.val)
+			r.JobID = str(f.val)
 		case f.is(2, protowire.VarintType):
 			r.Duplicate = f.num != 0
 		}
@@ -526,9 +543,9 @@ func (r *PublishRequest) encode(e *encoder) {
 }
 
 func (r *PublishResponse) decode(b []byte) error {
-	return decode(b, func(f *field) error {
+	return decode(b, func(f field) error {
 		if f.is(1, protowire.BytesType) {
-			r.ID = string(f.val)
+			r.ID = str(f.val)
 		}
 		return nil
 	})
@@ -541,10 +558,10 @@ func (r *ResolveSecretRequest) encode(e *encoder) {
 }
 
 func (r *ResolveSecretResponse) decode(b []byte) error {
-	return decode(b, func(f *field) error {
+	return decode(b, func(f field) error {
 		switch {
 		case f.is(1, protowire.BytesType):
-			r.Value = string(f.val)
+			r.Value = str(f.val)
 		case f.is(2, protowire.VarintType):
 			r.Version = int32(f.num)
 		}
@@ -556,7 +573,7 @@ func (r *ResolveSecretResponse) decode(b []byte) error {
 // (CompanyResponse, GetSettingsResponse).
 func decodeBytesField(b []byte, n protowire.Number) ([]byte, error) {
 	var out []byte
-	err := decode(b, func(f *field) error {
+	err := decode(b, func(f field) error {
 		if f.is(n, protowire.BytesType) {
 			out = f.val
 		}
@@ -567,7 +584,7 @@ func decodeBytesField(b []byte, n protowire.Number) ([]byte, error) {
 
 // decodeStorageGet decodes keel.host.v1.StorageGetResponse.
 func decodeStorageGet(b []byte) (value []byte, found bool, err error) {
-	err = decode(b, func(f *field) error {
+	err = decode(b, func(f field) error {
 		switch {
 		case f.is(1, protowire.BytesType):
 			value = f.val
@@ -582,7 +599,7 @@ func decodeStorageGet(b []byte) (value []byte, found bool, err error) {
 // decodeBoolField returns bool field n (StorageDeleteResponse.deleted).
 func decodeBoolField(b []byte, n protowire.Number) (bool, error) {
 	var out bool
-	err := decode(b, func(f *field) error {
+	err := decode(b, func(f field) error {
 		if f.is(n, protowire.VarintType) {
 			out = f.num != 0
 		}

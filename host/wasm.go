@@ -1,0 +1,49 @@
+package host
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/keelhq/keel/host/hostsvc"
+	"github.com/keelhq/keel/host/supervisor"
+	"github.com/keelhq/keel/host/wasmrt"
+)
+
+// wasmLoader runs wasm extensions on one shared wazero runtime whose compilation cache
+// lives in the data dir, so a module compiles once per keel version, not once per start.
+type wasmLoader struct {
+	rt *wasmrt.Runtime
+}
+
+func newWasmLoader(ctx context.Context, cacheDir string, log hclog.Logger) (*wasmLoader, error) {
+	rt, err := wasmrt.New(ctx, wasmrt.Config{CacheDir: cacheDir, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return &wasmLoader{rt: rt}, nil
+}
+
+// LoadWasm implements supervisor.WasmLoader. Limit failures come back as
+// *wasmrt.CallError, which carries its HTTP status and code (supervisor.LimitError).
+func (l *wasmLoader) LoadWasm(ctx context.Context, src *supervisor.Source, services *hostsvc.Services) (supervisor.WasmModule, error) {
+	mf := src.Manifest
+	p := wasmrt.LoadParams{
+		Key: mf.Key, ModulePath: filepath.Join(src.Dir, filepath.Clean("/" + mf.Runtime.Module)[1:]),
+		SHA256: mf.Runtime.SHA256, Services: services, Capabilities: mf.Capabilities,
+	}
+	if mf.Runtime.Limits != nil {
+		p.Limits = *mf.Runtime.Limits
+	}
+	return l.rt.Load(ctx, p)
+}
+
+// Close releases the runtime.
+func (l *wasmLoader) Close(ctx context.Context) {
+	if l.rt != nil {
+		_ = l.rt.Close(ctx)
+	}
+}
+
+var _ supervisor.LimitError = (*wasmrt.CallError)(nil)
