@@ -93,6 +93,21 @@ func (m *managed) setStatus(ctx context.Context, status, action string, cause er
 func (m *managed) start(ctx context.Context) error {
 	m.startMu.Lock()
 	defer m.startMu.Unlock()
+	return m.startLocked(ctx)
+}
+
+// startIf starts the extension when allowed() holds; allowed is evaluated under the start
+// lock, so a concurrent flag flip cannot interleave between the check and the start.
+func (m *managed) startIf(ctx context.Context, allowed func() bool) (bool, error) {
+	m.startMu.Lock()
+	defer m.startMu.Unlock()
+	if !allowed() {
+		return false, nil
+	}
+	return true, m.startLocked(ctx)
+}
+
+func (m *managed) startLocked(ctx context.Context) error {
 	m.mu.Lock()
 	if m.stopped || m.watchCancel != nil {
 		m.mu.Unlock()

@@ -241,19 +241,24 @@ func (s *Supervisor) clientFor(ctx context.Context, m *managed) (extensionv1.Ext
 		return c, nil
 	}
 	if !m.active() {
-		if !s.flagOn(ctx, m) {
+		flagOff := false
+		_, err := m.startIf(ctx, func() bool {
+			if !s.flagOn(ctx, m) {
+				flagOff = true
+				return false
+			}
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return m.rec.Enabled && !m.stopped
+		})
+		if flagOff {
 			return nil, flagOffError(m)
 		}
-		m.mu.Lock()
-		enabled := m.rec.Enabled && !m.stopped
-		m.mu.Unlock()
-		if enabled {
-			if err := m.start(ctx); err != nil {
-				s.log.Warn("extension failed to start on demand", "extension", m.key, "error", err)
-			}
-			if c, _ := m.current(); c != nil {
-				return c, nil
-			}
+		if err != nil {
+			s.log.Warn("extension failed to start on demand", "extension", m.key, "error", err)
+		}
+		if c, _ := m.current(); c != nil {
+			return c, nil
 		}
 	}
 	return nil, unavailable(m.key)
@@ -272,22 +277,31 @@ func (s *Supervisor) reconcile(ctx context.Context) {
 	}
 	s.mu.RUnlock()
 	for _, m := range list {
-		on := s.flagOn(ctx, m)
-		switch {
-		case on && !m.active() && !m.lazy() && m.rec.Enabled:
-			if err := m.start(ctx); err != nil {
-				s.log.Warn("extension failed to start after its flag was turned on", "extension", m.key, "error", err)
-			}
-		case on && !m.active():
-			m.mu.Lock()
-			disabled := m.status == kernel.ExtensionDisabled
-			m.mu.Unlock()
-			if disabled {
-				m.setStatus(ctx, kernel.ExtensionReady, "extension.enabled", nil)
-			}
-		case !on && m.active():
-			m.halt(ctx, kernel.ExtensionDisabled, "extension.disabled", fmt.Errorf("instance setting %s is off", m.src.Manifest.Flag))
+		s.reconcileOne(ctx, m)
+	}
+}
+
+// reconcileOne brings one gated extension in line with its flag, reading the flag under
+// the extension's start lock so that it cannot race with a start on first use.
+func (s *Supervisor) reconcileOne(ctx context.Context, m *managed) {
+	m.startMu.Lock()
+	defer m.startMu.Unlock()
+	on := s.flagOn(ctx, m)
+	active := m.active()
+	switch {
+	case on && !active && !m.lazy() && m.rec.Enabled:
+		if err := m.startLocked(ctx); err != nil {
+			s.log.Warn("extension failed to start after its flag was turned on", "extension", m.key, "error", err)
 		}
+	case on && !active:
+		m.mu.Lock()
+		disabled := m.status == kernel.ExtensionDisabled
+		m.mu.Unlock()
+		if disabled {
+			m.setStatus(ctx, kernel.ExtensionReady, "extension.enabled", nil)
+		}
+	case !on && active:
+		m.halt(ctx, kernel.ExtensionDisabled, "extension.disabled", fmt.Errorf("instance setting %s is off", m.src.Manifest.Flag))
 	}
 }
 
