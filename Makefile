@@ -38,9 +38,11 @@ vet:
 	GOOS=wasip1 GOARCH=wasm $(GO) vet ./sdk/wasmguest/ ./examples/wasm-counter/
 
 # bench prints start-up times, the extension hop p50/p99, kernel and extension read
-# throughput and the PSS of the host and each extension process.
+# throughput, the PSS of the host and each extension process, and issue list and search
+# times in a company of 100 issues against one of 100,000.
 bench: deps build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./host/bench/
+	$(GO) test -run '^$$' -bench . -benchtime 200x -timeout 20m ./extensions/work/
 
 # proto regenerates the protocol code and the manifest JSON Schema (needs protoc and the
 # protoc-gen-go/-go-grpc generators; the generated files are committed).
