@@ -351,10 +351,15 @@ func (m *Manifest) ProvidesMethod(name string) bool {
 	return false
 }
 
-// UsesMethod reports whether the manifest declares that it uses "owner.method".
+// UsesMethod reports whether the manifest declares that it uses "owner.method". A use
+// ending in ".*" covers every method under that prefix ("adapter.*" reaches every adapter
+// type, including ones registered later).
 func (m *Manifest) UsesMethod(qualified string) bool {
 	for _, u := range m.Uses {
 		if u == qualified {
+			return true
+		}
+		if prefix, ok := strings.CutSuffix(u, "*"); ok && strings.HasSuffix(prefix, ".") && strings.HasPrefix(qualified, prefix) {
 			return true
 		}
 	}

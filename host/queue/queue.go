@@ -116,7 +116,7 @@ func New(cfg Config) (*Queue, error) {
 	}
 	q := &Queue{exts: cfg.Extensions, log: cfg.Logger}
 	workers := river.NewWorkers()
-	river.AddWorker(workers, river.WorkFunc(q.workJob))
+	river.AddWorker(workers, &extensionJobWorker{q: q})
 	river.AddWorker(workers, river.WorkFunc(q.workEvent))
 	rc := &river.Config{
 		Schema:               Schema,
@@ -125,7 +125,9 @@ func New(cfg Config) (*Queue, error) {
 		MaxAttempts:          10,
 		JobTimeout:           5 * time.Minute,
 		Logger:               nil,
-		RescueStuckJobsAfter: 10 * time.Minute,
+		// A job still running after this long on a node that stopped heartbeating is rescued
+		// and retried; extension jobs are idempotent and long ones guard with their own state.
+		RescueStuckJobsAfter: 6 * time.Hour,
 	}
 	if cfg.FetchPoll > 0 {
 		rc.FetchPollInterval = cfg.FetchPoll
@@ -272,6 +274,21 @@ func (q *Queue) Publish(ctx context.Context, extension string, req *hostv1.Publi
 	id := fmt.Sprintf("%s-%d", extension, time.Now().UnixNano())
 	ev := &kernel.Event{ID: id, Type: req.Type, CompanyID: req.CompanyId, Payload: req.PayloadJson, OccurredAt: time.Now().UTC(), Source: extension}
 	return id, q.PublishEvent(ctx, ev)
+}
+
+// extensionJobWorker runs extension jobs without a queue-imposed timeout: an extension
+// job may drive long work (an agent run) and enforces its own limits.
+type extensionJobWorker struct {
+	river.WorkerDefaults[JobArgs]
+	q *Queue
+}
+
+// Timeout disables River's per-job timeout for extension jobs.
+func (w *extensionJobWorker) Timeout(*river.Job[JobArgs]) time.Duration { return -1 }
+
+// Work runs the job in its extension.
+func (w *extensionJobWorker) Work(ctx context.Context, job *river.Job[JobArgs]) error {
+	return w.q.workJob(ctx, job)
 }
 
 func (q *Queue) workJob(ctx context.Context, job *river.Job[JobArgs]) error {
