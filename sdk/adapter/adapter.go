@@ -1,0 +1,156 @@
+// Package adapter is the contract between the agents extension's heartbeat engine and an
+// adapter extension (one per adapter type: process, http, the local CLIs, the gateways).
+// An adapter is an extension of kind "adapter" with key "adapter.<type>" that provides the
+// methods below; the engine calls them as "adapter.<type>.<method>" through the host. While
+// a run executes, the adapter streams its log and events back by calling "agents.runEvents".
+// Adapters are lazy: the host starts one on first use and stops it when idle.
+package adapter
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Methods an adapter provides.
+const (
+	// MethodExecute runs one heartbeat run to completion and returns its result. The call
+	// lasts as long as the run; the engine bounds it with the run's timeout plus grace.
+	MethodExecute = "execute"
+	// MethodCancel stops a run that is executing (SIGTERM, then SIGKILL after the grace).
+	MethodCancel = "cancel"
+	// MethodTestEnvironment checks that a config can run here (binaries, URLs, credentials).
+	MethodTestEnvironment = "testEnvironment"
+	// MethodInfo describes the adapter: label, models, config schema, capabilities.
+	MethodInfo = "info"
+)
+
+// RunEventsMethod is the agents extension's method adapters call to stream run output.
+const RunEventsMethod = "agents.runEvents"
+
+// ExtensionKey returns the extension key of an adapter type ("process" → "adapter.process").
+func ExtensionKey(adapterType string) string { return "adapter." + adapterType }
+
+// Method returns the qualified method of an adapter type ("adapter.process.execute").
+func Method(adapterType, method string) string { return ExtensionKey(adapterType) + "." + method }
+
+// ExecuteRequest is the input of execute.
+type ExecuteRequest struct {
+	RunID       string `json:"runId"`
+	AgentID     string `json:"agentId"`
+	AgentName   string `json:"agentName"`
+	CompanyID   string `json:"companyId"`
+	AdapterType string `json:"adapterType"`
+	// Config is the agent's adapterConfig with secret references in env already resolved.
+	Config json.RawMessage `json:"config"`
+	// Env is the runtime environment keel assigns: SERVICE_AGENT_ID, SERVICE_COMPANY_ID,
+	// SERVICE_API_URL, SERVICE_RUN_ID, SERVICE_API_KEY (the run's JWT when the adapter
+	// supports it) and the wake-context variables. It wins over config env of the same name.
+	Env map[string]string `json:"env"`
+	// Context is the wake context: issueId, wakeReason, commentId, approvalId, payload…
+	Context map[string]any `json:"context,omitempty"`
+	// AuthToken is the run's local agent JWT (empty when the adapter does not support it).
+	AuthToken string `json:"authToken,omitempty"`
+}
+
+// Usage is token usage reported by an adapter.
+type Usage struct {
+	InputTokens       int64 `json:"inputTokens"`
+	OutputTokens      int64 `json:"outputTokens"`
+	CachedInputTokens int64 `json:"cachedInputTokens"`
+}
+
+// Run outcomes.
+const (
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusTimedOut  = "timed_out"
+	StatusCancelled = "cancelled"
+)
+
+// ExecuteResult is the output of execute (REFERENCE.md 3, AdapterExecutionResult).
+type ExecuteResult struct {
+	// Status is succeeded, failed, timed_out or cancelled.
+	Status               string          `json:"status"`
+	ExitCode             *int            `json:"exitCode,omitempty"`
+	Signal               string          `json:"signal,omitempty"`
+	TimedOut             bool            `json:"timedOut,omitempty"`
+	ErrorMessage         string          `json:"errorMessage,omitempty"`
+	ErrorCode            string          `json:"errorCode,omitempty"`
+	Usage                *Usage          `json:"usage,omitempty"`
+	Provider             string          `json:"provider,omitempty"`
+	Biller               string          `json:"biller,omitempty"`
+	Model                string          `json:"model,omitempty"`
+	BillingType          string          `json:"billingType,omitempty"`
+	CostUSD              *float64        `json:"costUsd,omitempty"`
+	CacheAdjustedCostUSD *float64        `json:"cacheAdjustedCostUsd,omitempty"`
+	SessionID            string          `json:"sessionId,omitempty"`
+	Summary              string          `json:"summary,omitempty"`
+	ResultJSON           json.RawMessage `json:"resultJson,omitempty"`
+	PID                  int             `json:"pid,omitempty"`
+}
+
+// CancelRequest is the input of cancel.
+type CancelRequest struct {
+	RunID string `json:"runId"`
+}
+
+// CancelResult says whether a live run was found and signalled.
+type CancelResult struct {
+	Cancelled bool `json:"cancelled"`
+}
+
+// TestEnvironmentRequest is the input of testEnvironment.
+type TestEnvironmentRequest struct {
+	CompanyID string          `json:"companyId"`
+	Config    json.RawMessage `json:"config"`
+}
+
+// Check is one environment check.
+type Check struct {
+	Name    string `json:"name"`
+	OK      bool   `json:"ok"`
+	Message string `json:"message,omitempty"`
+}
+
+// TestEnvironmentResult is the output of testEnvironment.
+type TestEnvironmentResult struct {
+	OK     bool    `json:"ok"`
+	Checks []Check `json:"checks"`
+}
+
+// Model is one model an adapter can run.
+type Model struct {
+	ID    string `json:"id"`
+	Label string `json:"label"`
+}
+
+// Info is the output of info.
+type Info struct {
+	Type   string  `json:"type"`
+	Label  string  `json:"label"`
+	Models []Model `json:"models"`
+	// ConfigSchema is the JSON Schema of the adapter's adapterConfig.
+	ConfigSchema json.RawMessage `json:"configSchema"`
+	// SupportsLocalAgentJWT says whether the run's JWT is handed over as SERVICE_API_KEY.
+	SupportsLocalAgentJWT bool `json:"supportsLocalAgentJwt"`
+}
+
+// RunEvent is one log chunk or event of a run, streamed with agents.runEvents.
+type RunEvent struct {
+	// Seq orders events within a run, from 1.
+	Seq int64 `json:"seq"`
+	// Kind is log, event or spawn (the process started; PID is set).
+	Kind string `json:"kind"`
+	// Stream is stdout, stderr or system for logs.
+	Stream  string          `json:"stream,omitempty"`
+	Text    string          `json:"text,omitempty"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	PID     int             `json:"pid,omitempty"`
+	At      time.Time       `json:"at"`
+}
+
+// RunEventsRequest is the input of agents.runEvents.
+type RunEventsRequest struct {
+	RunID  string     `json:"runId"`
+	Events []RunEvent `json:"events"`
+}
