@@ -257,7 +257,7 @@ func (w *Work) approvalCreate(ctx context.Context, companyID string, in *approva
 	if a.IssueIDs == nil {
 		a.IssueIDs = []string{}
 	}
-	w.logActivityBestEffort(ctx, companyID, "approval.created", "approval", a.ID,
+	w.activityOrLog(ctx, companyID, "approval.created", "approval", a.ID,
 		map[string]any{"type": a.Type, "requestedByAgentId": a.RequestedByAgentID, "issueIds": a.IssueIDs})
 	return a, nil
 }
@@ -423,7 +423,7 @@ func approvalDecisionHandler(status string) func(w *Work, rw http.ResponseWriter
 		var probs fieldProblems
 		var note *string
 		if body.DecisionNote != nil {
-			optText(&probs, "decisionNote", setOrNull[string]{Set: true, V: *body.DecisionNote}, approvalNoteMax, &note)
+			optText(&probs, "decisionNote", patchField[string]{Set: true, Value: *body.DecisionNote}, approvalNoteMax, &note)
 		}
 		if err := probs.err(); err != nil {
 			w.writeErr(rw, err)
@@ -475,10 +475,10 @@ func (w *Work) approvalDecide(ctx context.Context, cur *Approval, status string,
 		return nil, err
 	}
 	if status == ApprovalStatusRevisionRequested {
-		w.logActivityBestEffort(ctx, a.CompanyID, "approval.revision_requested", "approval", a.ID,
+		w.activityOrLog(ctx, a.CompanyID, "approval.revision_requested", "approval", a.ID,
 			map[string]any{"type": a.Type, "decisionNote": a.DecisionNote})
 	} else {
-		w.logActivityBestEffort(ctx, a.CompanyID, "approval.decided", "approval", a.ID,
+		w.activityOrLog(ctx, a.CompanyID, "approval.decided", "approval", a.ID,
 			map[string]any{"type": a.Type, "status": a.Status, "decisionNote": a.DecisionNote, "requestedByAgentId": a.RequestedByAgentID})
 	}
 	if a.RequestedByAgentID != nil {
@@ -527,7 +527,7 @@ func (w *Work) approvalActivateHire(ctx context.Context, a *Approval) error {
 	if _, err := w.host.Principals.SetAgentStatus(ctx, &hostv1.SetAgentStatusRequest{AgentId: ag.Id, Status: "idle"}); err != nil {
 		return fmt.Errorf("error activating agent %s: %w", ag.Id, err)
 	}
-	w.logActivityBestEffort(ctx, a.CompanyID, "agent.hire_approved", "agent", ag.Id,
+	w.activityOrLog(ctx, a.CompanyID, "agent.hire_approved", "agent", ag.Id,
 		map[string]any{"approvalId": a.ID, "previousStatus": ag.Status, "status": "idle"})
 	return nil
 }
@@ -576,7 +576,7 @@ func handleApprovalResubmit(w *Work, rw http.ResponseWriter, r *http.Request) {
 		w.writeErr(rw, err)
 		return
 	}
-	w.logActivityBestEffort(ctx, a.CompanyID, "approval.resubmitted", "approval", a.ID,
+	w.activityOrLog(ctx, a.CompanyID, "approval.resubmitted", "approval", a.ID,
 		map[string]any{"type": a.Type, "payloadChanged": payload != nil})
 	sdk.WriteJSON(rw, http.StatusOK, a)
 }
@@ -639,7 +639,7 @@ func handleApprovalCommentCreate(w *Work, rw http.ResponseWriter, r *http.Reques
 		w.writeErr(rw, fmt.Errorf("error inserting approval comment: %w", err))
 		return
 	}
-	w.logActivityBestEffort(ctx, a.CompanyID, "approval.comment_added", "approval", a.ID, map[string]any{"commentId": c.ID})
+	w.activityOrLog(ctx, a.CompanyID, "approval.comment_added", "approval", a.ID, map[string]any{"commentId": c.ID})
 	sdk.WriteJSON(rw, http.StatusCreated, c)
 }
 
@@ -697,7 +697,7 @@ func handleIssueApprovalLink(w *Work, rw http.ResponseWriter, r *http.Request) {
 		sdk.WriteJSON(rw, http.StatusOK, a)
 		return
 	}
-	w.logActivityBestEffort(ctx, iss.CompanyID, "issue.approval_linked", "issue", iss.ID, map[string]any{"approvalId": a.ID})
+	w.activityOrLog(ctx, iss.CompanyID, "issue.approval_linked", "issue", iss.ID, map[string]any{"approvalId": a.ID})
 	sdk.WriteJSON(rw, http.StatusCreated, a)
 }
 
@@ -722,7 +722,7 @@ func handleIssueApprovalUnlink(w *Work, rw http.ResponseWriter, r *http.Request)
 		w.writeErr(rw, notFound("Approval is not linked to this issue"))
 		return
 	}
-	w.logActivityBestEffort(ctx, iss.CompanyID, "issue.approval_unlinked", "issue", iss.ID, map[string]any{"approvalId": approvalID})
+	w.activityOrLog(ctx, iss.CompanyID, "issue.approval_unlinked", "issue", iss.ID, map[string]any{"approvalId": approvalID})
 	sdk.WriteJSON(rw, http.StatusOK, map[string]any{"ok": true, "issueId": iss.ID, "approvalId": approvalID})
 }
 

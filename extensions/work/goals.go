@@ -54,12 +54,12 @@ func init() {
 
 // goalBody is the create body (title required) and, partially, the update body of a goal.
 type goalBody struct {
-	Title        setOrNull[string] `json:"title"`
-	Description  setOrNull[string] `json:"description"`
-	Level        setOrNull[string] `json:"level"`
-	Status       setOrNull[string] `json:"status"`
-	ParentID     setOrNull[string] `json:"parentId"`
-	OwnerAgentID setOrNull[string] `json:"ownerAgentId"`
+	Title        patchField[string] `json:"title"`
+	Description  patchField[string] `json:"description"`
+	Level        patchField[string] `json:"level"`
+	Status       patchField[string] `json:"status"`
+	ParentID     patchField[string] `json:"parentId"`
+	OwnerAgentID patchField[string] `json:"ownerAgentId"`
 }
 
 // apply applies the fields that need no lookups and returns the changed columns.
@@ -68,7 +68,7 @@ func (b *goalBody) apply(probs *fieldProblems, g *Goal, creating bool) []string 
 	if b.Title.Set || creating {
 		title := ""
 		if b.Title.Set && !b.Title.Null {
-			title = cleanText(probs, "title", b.Title.V, goalTitleMax)
+			title = cleanText(probs, "title", b.Title.Value, goalTitleMax)
 		}
 		if title == "" {
 			probs.add("title", "is required")
@@ -79,7 +79,7 @@ func (b *goalBody) apply(probs *fieldProblems, g *Goal, creating bool) []string 
 	if optText(probs, "description", b.Description, 0, &g.Description) {
 		cols = append(cols, "description")
 	}
-	enum := func(name string, f setOrNull[string], list []string, dst *string) {
+	enum := func(name string, f patchField[string], list []string, dst *string) {
 		if !f.Set {
 			return
 		}
@@ -87,23 +87,23 @@ func (b *goalBody) apply(probs *fieldProblems, g *Goal, creating bool) []string 
 			probs.add(name, "must be one of "+strings.Join(list, ", "))
 			return
 		}
-		if oneOf(probs, name, f.V, list) {
-			*dst = f.V
+		if oneOf(probs, name, f.Value, list) {
+			*dst = f.Value
 			cols = append(cols, name)
 		}
 	}
 	enum("level", b.Level, goalLevels, &g.Level)
 	enum("status", b.Status, goalStatuses, &g.Status)
-	ref := func(name, col string, f setOrNull[string], dst **string) {
+	ref := func(name, col string, f patchField[string], dst **string) {
 		if !f.Set {
 			return
 		}
 		cols = append(cols, col)
-		if f.Null || strings.TrimSpace(f.V) == "" {
+		if f.Null || strings.TrimSpace(f.Value) == "" {
 			*dst = nil
 			return
 		}
-		id := strings.ToLower(strings.TrimSpace(f.V))
+		id := strings.ToLower(strings.TrimSpace(f.Value))
 		if !isUUID(id) {
 			probs.add(name, "must be a UUID")
 		}
@@ -253,7 +253,7 @@ func handleGoalCreate(w *Work, rw http.ResponseWriter, r *http.Request) {
 		w.writeErr(rw, err)
 		return
 	}
-	w.logActivityBestEffort(ctx, g.CompanyID, "goal.created", "goal", g.ID, map[string]any{"title": g.Title, "level": g.Level})
+	w.activityOrLog(ctx, g.CompanyID, "goal.created", "goal", g.ID, map[string]any{"title": g.Title, "level": g.Level})
 	sdk.WriteJSON(rw, http.StatusCreated, g)
 }
 
@@ -279,8 +279,8 @@ func handleGoalPatch(w *Work, rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var probs fieldProblems
-	if body.OwnerAgentID.Set && !body.OwnerAgentID.Null && strings.TrimSpace(body.OwnerAgentID.V) != "" {
-		id := strings.TrimSpace(body.OwnerAgentID.V)
+	if body.OwnerAgentID.Set && !body.OwnerAgentID.Null && strings.TrimSpace(body.OwnerAgentID.Value) != "" {
+		id := strings.TrimSpace(body.OwnerAgentID.Value)
 		if err := w.checkCompanyAgent(ctx, &probs, "ownerAgentId", cur.CompanyID, &id); err != nil {
 			w.writeErr(rw, err)
 			return
@@ -319,7 +319,7 @@ func handleGoalPatch(w *Work, rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(cols) > 0 {
-		w.logActivityBestEffort(ctx, g.CompanyID, "goal.updated", "goal", g.ID, map[string]any{"changes": cols})
+		w.activityOrLog(ctx, g.CompanyID, "goal.updated", "goal", g.ID, map[string]any{"changes": cols})
 	}
 	sdk.WriteJSON(rw, http.StatusOK, g)
 }
@@ -340,6 +340,6 @@ func handleGoalDelete(w *Work, rw http.ResponseWriter, r *http.Request) {
 		w.writeErr(rw, notFound("Goal not found"))
 		return
 	}
-	w.logActivityBestEffort(ctx, g.CompanyID, "goal.deleted", "goal", g.ID, map[string]any{"title": g.Title})
+	w.activityOrLog(ctx, g.CompanyID, "goal.deleted", "goal", g.ID, map[string]any{"title": g.Title})
 	sdk.WriteJSON(rw, http.StatusOK, g)
 }

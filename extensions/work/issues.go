@@ -14,7 +14,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/invopop/jsonschema"
 	"github.com/uptrace/bun"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -85,49 +84,25 @@ type IssueChildCreateBody struct {
 // IssuePatchBody is the body of PATCH /api/issues/{id}: every field optional; null clears a
 // nullable field. Origin fields and the idempotency key are fixed at creation.
 type IssuePatchBody struct {
-	Title              issueOpt[string]          `json:"title,omitempty"`
-	Description        issueOpt[string]          `json:"description,omitempty"`
-	Status             issueOpt[string]          `json:"status,omitempty"`
-	Priority           issueOpt[string]          `json:"priority,omitempty"`
-	WorkMode           issueOpt[string]          `json:"workMode,omitempty"`
-	ParentID           issueOpt[string]          `json:"parentId,omitempty"`
-	ProjectID          issueOpt[string]          `json:"projectId,omitempty"`
-	ProjectWorkspaceID issueOpt[string]          `json:"projectWorkspaceId,omitempty"`
-	GoalID             issueOpt[string]          `json:"goalId,omitempty"`
-	BlockedByIssueIDs  issueOpt[[]string]        `json:"blockedByIssueIds,omitempty"`
-	UnblockDescriptor  issueOpt[json.RawMessage] `json:"unblockDescriptor,omitempty"`
-	AssigneeAgentID    issueOpt[string]          `json:"assigneeAgentId,omitempty"`
-	AssigneeUserID     issueOpt[string]          `json:"assigneeUserId,omitempty"`
-	ReviewPolicy       issueOpt[string]          `json:"reviewPolicy,omitempty"`
-	BillingCode        issueOpt[string]          `json:"billingCode,omitempty"`
-	LabelIDs           issueOpt[[]string]        `json:"labelIds,omitempty"`
-	RequestDepth       issueOpt[int]             `json:"requestDepth,omitempty"`
+	Title              patchField[string]          `json:"title,omitempty"`
+	Description        patchField[string]          `json:"description,omitempty"`
+	Status             patchField[string]          `json:"status,omitempty"`
+	Priority           patchField[string]          `json:"priority,omitempty"`
+	WorkMode           patchField[string]          `json:"workMode,omitempty"`
+	ParentID           patchField[string]          `json:"parentId,omitempty"`
+	ProjectID          patchField[string]          `json:"projectId,omitempty"`
+	ProjectWorkspaceID patchField[string]          `json:"projectWorkspaceId,omitempty"`
+	GoalID             patchField[string]          `json:"goalId,omitempty"`
+	BlockedByIssueIDs  patchField[[]string]        `json:"blockedByIssueIds,omitempty"`
+	UnblockDescriptor  patchField[json.RawMessage] `json:"unblockDescriptor,omitempty"`
+	AssigneeAgentID    patchField[string]          `json:"assigneeAgentId,omitempty"`
+	AssigneeUserID     patchField[string]          `json:"assigneeUserId,omitempty"`
+	ReviewPolicy       patchField[string]          `json:"reviewPolicy,omitempty"`
+	BillingCode        patchField[string]          `json:"billingCode,omitempty"`
+	LabelIDs           patchField[[]string]        `json:"labelIds,omitempty"`
+	RequestDepth       patchField[int]             `json:"requestDepth,omitempty"`
 	// Comment adds a comment in the same call.
 	Comment *string `json:"comment,omitempty"`
-}
-
-// issueOpt is a PATCH field: Set when present in the body, Null when it was null.
-type issueOpt[T any] struct {
-	Set   bool
-	Null  bool
-	Value T
-}
-
-// UnmarshalJSON records presence and nullness.
-func (o *issueOpt[T]) UnmarshalJSON(b []byte) error {
-	o.Set = true
-	if string(bytes.TrimSpace(b)) == "null" {
-		o.Null = true
-		return nil
-	}
-	return json.Unmarshal(b, &o.Value)
-}
-
-// JSONSchema documents the field as its value type or null.
-func (issueOpt[T]) JSONSchema() *jsonschema.Schema {
-	s := (&jsonschema.Reflector{DoNotReference: true}).Reflect(new(T))
-	s.Version = ""
-	return &jsonschema.Schema{AnyOf: []*jsonschema.Schema{s, {Type: "null"}}}
 }
 
 // IssueView is an issue as routes return it: the row plus its labels, and on single-issue
@@ -185,13 +160,6 @@ func init() {
 			Summary: "Create a child issue (acceptanceCriteria, blockParentUntilDone)", Body: IssueChildCreateBody{},
 			Handle: (*Work).issueChildCreateRoute},
 	)
-}
-
-// activityOrLog records activity; a failure is logged, since the write it describes is done.
-func (w *Work) activityOrLog(ctx context.Context, companyID, action, entityType, entityID string, details any) {
-	if err := w.activity(ctx, companyID, action, entityType, entityID, details); err != nil {
-		w.log.Error("error recording activity", "action", action, "entity", entityID, "error", err)
-	}
 }
 
 // --- routes -------------------------------------------------------------------------------
@@ -1033,7 +1001,7 @@ func issuePatchValidate(b *IssuePatchBody) error {
 	if b.Description.Set && utf8.RuneCountInString(b.Description.Value) > issueDescriptionMax {
 		bad("description", fmt.Sprintf("must be at most %d characters", issueDescriptionMax))
 	}
-	enum := func(path string, o issueOpt[string], allowed []string) {
+	enum := func(path string, o patchField[string], allowed []string) {
 		if o.Set && !o.Null && !slices.Contains(allowed, o.Value) {
 			bad(path, "must be one of "+strings.Join(allowed, ", "))
 		}
@@ -1042,7 +1010,7 @@ func issuePatchValidate(b *IssuePatchBody) error {
 	enum("priority", b.Priority, issuePriorities)
 	enum("workMode", b.WorkMode, issueWorkModes)
 	enum("reviewPolicy", b.ReviewPolicy, issueReviewPolicy)
-	for path, o := range map[string]issueOpt[string]{"projectId": b.ProjectID, "projectWorkspaceId": b.ProjectWorkspaceID, "goalId": b.GoalID} {
+	for path, o := range map[string]patchField[string]{"projectId": b.ProjectID, "projectWorkspaceId": b.ProjectWorkspaceID, "goalId": b.GoalID} {
 		if o.Set && !o.Null && !isUUID(o.Value) {
 			bad(path, "must be a UUID")
 		}
@@ -1106,7 +1074,7 @@ func (w *Work) issueUpdate(ctx context.Context, seen *Issue, b *IssuePatchBody) 
 		}
 		parentID = &p.ID
 	}
-	optRef := func(o issueOpt[string]) *string {
+	optRef := func(o patchField[string]) *string {
 		if o.Set && !o.Null {
 			return &o.Value
 		}
@@ -1192,7 +1160,7 @@ func (w *Work) issueUpdate(ctx context.Context, seen *Issue, b *IssuePatchBody) 
 			next.WorkMode = b.WorkMode.Value
 			set("work_mode", "workMode", cur.WorkMode, next.WorkMode)
 		}
-		optStr := func(o issueOpt[string], curV *string, col, field string, dst **string) {
+		optStr := func(o patchField[string], curV *string, col, field string, dst **string) {
 			if !o.Set {
 				return
 			}

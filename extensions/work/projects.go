@@ -1,7 +1,6 @@
 package work
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -17,7 +16,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/invopop/jsonschema"
 	"github.com/uptrace/bun"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -119,44 +117,6 @@ func init() {
 
 // ---- shared helpers of the projects, goals, approvals and search areas ----
 
-// setOrNull is one field of a partial update: Set says the key was present, Null that it
-// was null. The zero value leaves the field alone.
-type setOrNull[T any] struct {
-	Set  bool
-	Null bool
-	V    T
-}
-
-// UnmarshalJSON records that the field was present, and whether it was null.
-func (f *setOrNull[T]) UnmarshalJSON(b []byte) error {
-	f.Set = true
-	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
-		var zero T
-		f.Null, f.V = true, zero
-		return nil
-	}
-	f.Null = false
-	return json.Unmarshal(b, &f.V)
-}
-
-// JSONSchema documents the field as its value type or null.
-func (f setOrNull[T]) JSONSchema() *jsonschema.Schema {
-	var inner *jsonschema.Schema
-	switch any(f.V).(type) {
-	case string:
-		inner = &jsonschema.Schema{Type: "string"}
-	case bool:
-		inner = &jsonschema.Schema{Type: "boolean"}
-	case []string:
-		inner = &jsonschema.Schema{Type: "array", Items: &jsonschema.Schema{Type: "string"}}
-	case map[string]any:
-		inner = &jsonschema.Schema{Type: "object"}
-	default:
-		return &jsonschema.Schema{}
-	}
-	return &jsonschema.Schema{AnyOf: []*jsonschema.Schema{inner, {Type: "null"}}}
-}
-
 // fieldProblems collects validation details; err is nil when there are none.
 type fieldProblems []validationDetail
 
@@ -185,7 +145,7 @@ func cleanText(probs *fieldProblems, path, s string, max int) string {
 }
 
 // optText applies a nullable text field: null or blank clears it.
-func optText(probs *fieldProblems, path string, f setOrNull[string], max int, dst **string) bool {
+func optText(probs *fieldProblems, path string, f patchField[string], max int, dst **string) bool {
 	if !f.Set {
 		return false
 	}
@@ -193,7 +153,7 @@ func optText(probs *fieldProblems, path string, f setOrNull[string], max int, ds
 		*dst = nil
 		return true
 	}
-	s := cleanText(probs, path, f.V, max)
+	s := cleanText(probs, path, f.Value, max)
 	if s == "" {
 		*dst = nil
 	} else {
@@ -271,14 +231,6 @@ func uniqueStrings(list []string) []string {
 	return out
 }
 
-// logActivityBestEffort records an activity entry after a committed write; a failure is
-// logged, not returned, since the write stands.
-func (w *Work) logActivityBestEffort(ctx context.Context, companyID, action, entityType, entityID string, details any) {
-	if err := w.activity(ctx, companyID, action, entityType, entityID, details); err != nil {
-		w.log.Error("error recording activity", "action", action, "entity", entityID, "error", err)
-	}
-}
-
 // calendarDate is a date column shown as YYYY-MM-DD.
 type calendarDate string
 
@@ -351,19 +303,19 @@ type projectCreateBody struct {
 
 // projectPatchBody is the body of PATCH /api/projects/{id}; absent keys are left alone.
 type projectPatchBody struct {
-	Name                     setOrNull[string]         `json:"name"`
-	Description              setOrNull[string]         `json:"description"`
-	Status                   setOrNull[string]         `json:"status"`
-	LeadAgentID              setOrNull[string]         `json:"leadAgentId"`
-	TargetDate               setOrNull[string]         `json:"targetDate"`
-	Color                    setOrNull[string]         `json:"color"`
-	Icon                     setOrNull[string]         `json:"icon"`
-	GoalID                   setOrNull[string]         `json:"goalId"`
-	GoalIDs                  setOrNull[[]string]       `json:"goalIds"`
-	Env                      setOrNull[map[string]any] `json:"env"`
-	ExecutionWorkspacePolicy setOrNull[map[string]any] `json:"executionWorkspacePolicy"`
+	Name                     patchField[string]         `json:"name"`
+	Description              patchField[string]         `json:"description"`
+	Status                   patchField[string]         `json:"status"`
+	LeadAgentID              patchField[string]         `json:"leadAgentId"`
+	TargetDate               patchField[string]         `json:"targetDate"`
+	Color                    patchField[string]         `json:"color"`
+	Icon                     patchField[string]         `json:"icon"`
+	GoalID                   patchField[string]         `json:"goalId"`
+	GoalIDs                  patchField[[]string]       `json:"goalIds"`
+	Env                      patchField[map[string]any] `json:"env"`
+	ExecutionWorkspacePolicy patchField[map[string]any] `json:"executionWorkspacePolicy"`
 	// PauseReason pauses the project (routines skip paused projects); null resumes it.
-	PauseReason setOrNull[string] `json:"pauseReason"`
+	PauseReason patchField[string] `json:"pauseReason"`
 }
 
 func handleProjectList(w *Work, rw http.ResponseWriter, r *http.Request) {
@@ -445,23 +397,23 @@ func handleProjectCreate(w *Work, rw http.ResponseWriter, r *http.Request) {
 		probs.add("name", "is required")
 	}
 	if body.Description != nil {
-		optText(&probs, "description", setOrNull[string]{Set: true, V: *body.Description}, 0, &p.Description)
+		optText(&probs, "description", patchField[string]{Set: true, Value: *body.Description}, 0, &p.Description)
 	}
 	if body.Status != "" && oneOf(&probs, "status", body.Status, projectStatuses) {
 		p.Status = body.Status
 	}
 	pp := projectPatchBody{}
 	if body.LeadAgentID != nil {
-		pp.LeadAgentID = setOrNull[string]{Set: true, V: *body.LeadAgentID}
+		pp.LeadAgentID = patchField[string]{Set: true, Value: *body.LeadAgentID}
 	}
 	if body.TargetDate != nil {
-		pp.TargetDate = setOrNull[string]{Set: true, V: *body.TargetDate}
+		pp.TargetDate = patchField[string]{Set: true, Value: *body.TargetDate}
 	}
 	if body.Color != nil {
-		pp.Color = setOrNull[string]{Set: true, V: *body.Color}
+		pp.Color = patchField[string]{Set: true, Value: *body.Color}
 	}
 	if body.Icon != nil {
-		pp.Icon = setOrNull[string]{Set: true, V: *body.Icon}
+		pp.Icon = patchField[string]{Set: true, Value: *body.Icon}
 	}
 	pp.applySimple(&probs, p)
 	if body.Env != nil {
@@ -518,9 +470,9 @@ func handleProjectCreate(w *Work, rw http.ResponseWriter, r *http.Request) {
 		w.writeErr(rw, err)
 		return
 	}
-	w.logActivityBestEffort(ctx, companyID, "project.created", "project", p.ID, map[string]any{"name": p.Name, "goalIds": p.GoalIDs})
+	w.activityOrLog(ctx, companyID, "project.created", "project", p.ID, map[string]any{"name": p.Name, "goalIds": p.GoalIDs})
 	if ws != nil {
-		w.logActivityBestEffort(ctx, companyID, "project.workspace_created", "project", p.ID, map[string]any{"workspaceId": ws.ID, "name": ws.Name})
+		w.activityOrLog(ctx, companyID, "project.workspace_created", "project", p.ID, map[string]any{"workspaceId": ws.ID, "name": ws.Name})
 	}
 	sdk.WriteJSON(rw, http.StatusCreated, p)
 }
@@ -534,15 +486,15 @@ func (b *projectPatchBody) applySimple(probs *fieldProblems, p *Project) []strin
 		if b.LeadAgentID.Null {
 			p.LeadAgentID = nil
 		} else {
-			id := strings.ToLower(strings.TrimSpace(b.LeadAgentID.V))
+			id := strings.ToLower(strings.TrimSpace(b.LeadAgentID.Value))
 			p.LeadAgentID = &id
 		}
 	}
 	if b.TargetDate.Set {
 		cols = append(cols, "target_date")
 		p.TargetDate = nil
-		if !b.TargetDate.Null && b.TargetDate.V != "" {
-			if t, err := time.Parse(time.DateOnly, b.TargetDate.V); err != nil {
+		if !b.TargetDate.Null && b.TargetDate.Value != "" {
+			if t, err := time.Parse(time.DateOnly, b.TargetDate.Value); err != nil {
 				probs.add("targetDate", "must be a date YYYY-MM-DD")
 			} else {
 				d := calendarDate(t.Format(time.DateOnly))
@@ -553,11 +505,11 @@ func (b *projectPatchBody) applySimple(probs *fieldProblems, p *Project) []strin
 	if b.Color.Set {
 		cols = append(cols, "color")
 		p.Color = nil
-		if !b.Color.Null && b.Color.V != "" {
-			if !projectColorPattern.MatchString(b.Color.V) {
+		if !b.Color.Null && b.Color.Value != "" {
+			if !projectColorPattern.MatchString(b.Color.Value) {
 				probs.add("color", "must be a colour #RRGGBB")
 			} else {
-				c := strings.ToLower(b.Color.V)
+				c := strings.ToLower(b.Color.Value)
 				p.Color = &c
 			}
 		}
@@ -685,7 +637,7 @@ func handleProjectPatch(w *Work, rw http.ResponseWriter, r *http.Request) {
 	// Lookups first, outside the transaction.
 	var probs fieldProblems
 	if body.LeadAgentID.Set && !body.LeadAgentID.Null {
-		id := strings.TrimSpace(body.LeadAgentID.V)
+		id := strings.TrimSpace(body.LeadAgentID.Value)
 		if err := w.checkCompanyAgent(ctx, &probs, "leadAgentId", cur.CompanyID, &id); err != nil {
 			w.writeErr(rw, err)
 			return
@@ -694,9 +646,9 @@ func handleProjectPatch(w *Work, rw http.ResponseWriter, r *http.Request) {
 	var goalIDs []string
 	goalsSet := body.GoalIDs.Set || body.GoalID.Set
 	if goalsSet {
-		ids := body.GoalIDs.V
+		ids := body.GoalIDs.Value
 		if body.GoalID.Set && !body.GoalID.Null {
-			ids = append([]string{body.GoalID.V}, ids...)
+			ids = append([]string{body.GoalID.Value}, ids...)
 		}
 		if goalIDs, err = w.checkProjectGoals(ctx, &probs, cur.CompanyID, ids); err != nil {
 			w.writeErr(rw, err)
@@ -721,7 +673,7 @@ func handleProjectPatch(w *Work, rw http.ResponseWriter, r *http.Request) {
 		if body.Name.Set {
 			name := ""
 			if !body.Name.Null {
-				name = cleanText(&probs, "name", body.Name.V, 200)
+				name = cleanText(&probs, "name", body.Name.Value, 200)
 			}
 			if name == "" {
 				probs.add("name", "is required")
@@ -735,19 +687,19 @@ func handleProjectPatch(w *Work, rw http.ResponseWriter, r *http.Request) {
 		if body.Status.Set {
 			if body.Status.Null {
 				probs.add("status", "must be one of "+strings.Join(projectStatuses, ", "))
-			} else if oneOf(&probs, "status", body.Status.V, projectStatuses) {
-				p.Status = body.Status.V
+			} else if oneOf(&probs, "status", body.Status.Value, projectStatuses) {
+				p.Status = body.Status.Value
 				cols = append(cols, "status")
 			}
 		}
 		if body.Env.Set {
-			p.Env = jsonObject(body.Env.V)
+			p.Env = jsonObject(body.Env.Value)
 			cols = append(cols, "env")
 		}
 		if body.ExecutionWorkspacePolicy.Set {
 			p.ExecutionWorkspacePolicy = nil
 			if !body.ExecutionWorkspacePolicy.Null {
-				p.ExecutionWorkspacePolicy = jsonObject(body.ExecutionWorkspacePolicy.V)
+				p.ExecutionWorkspacePolicy = jsonObject(body.ExecutionWorkspacePolicy.Value)
 			}
 			cols = append(cols, "execution_workspace_policy")
 		}
@@ -803,7 +755,7 @@ func handleProjectPatch(w *Work, rw http.ResponseWriter, r *http.Request) {
 			details["paused"] = p.PausedAt != nil
 			details["pauseReason"] = p.PauseReason
 		}
-		w.logActivityBestEffort(ctx, p.CompanyID, "project.updated", "project", p.ID, details)
+		w.activityOrLog(ctx, p.CompanyID, "project.updated", "project", p.ID, details)
 	}
 	sdk.WriteJSON(rw, http.StatusOK, p)
 }
@@ -827,7 +779,7 @@ func handleProjectDelete(w *Work, rw http.ResponseWriter, r *http.Request) {
 		w.writeErr(rw, notFound("Project not found"))
 		return
 	}
-	w.logActivityBestEffort(ctx, p.CompanyID, "project.deleted", "project", p.ID, map[string]any{"name": p.Name})
+	w.activityOrLog(ctx, p.CompanyID, "project.deleted", "project", p.ID, map[string]any{"name": p.Name})
 	sdk.WriteJSON(rw, http.StatusOK, p)
 }
 
@@ -836,21 +788,21 @@ func handleProjectDelete(w *Work, rw http.ResponseWriter, r *http.Request) {
 // workspaceBody is the body of the workspace routes (and the project create's workspace);
 // on update absent keys are left alone.
 type workspaceBody struct {
-	Name               setOrNull[string]         `json:"name"`
-	SourceType         setOrNull[string]         `json:"sourceType"`
-	Cwd                setOrNull[string]         `json:"cwd"`
-	RepoURL            setOrNull[string]         `json:"repoUrl"`
-	RepoRef            setOrNull[string]         `json:"repoRef"`
-	DefaultRef         setOrNull[string]         `json:"defaultRef"`
-	Visibility         setOrNull[string]         `json:"visibility"`
-	SetupCommand       setOrNull[string]         `json:"setupCommand"`
-	CleanupCommand     setOrNull[string]         `json:"cleanupCommand"`
-	RemoteProvider     setOrNull[string]         `json:"remoteProvider"`
-	RemoteWorkspaceRef setOrNull[string]         `json:"remoteWorkspaceRef"`
-	SharedWorkspaceKey setOrNull[string]         `json:"sharedWorkspaceKey"`
-	Metadata           setOrNull[map[string]any] `json:"metadata"`
-	IsPrimary          setOrNull[bool]           `json:"isPrimary"`
-	RuntimeConfig      setOrNull[map[string]any] `json:"runtimeConfig"`
+	Name               patchField[string]         `json:"name"`
+	SourceType         patchField[string]         `json:"sourceType"`
+	Cwd                patchField[string]         `json:"cwd"`
+	RepoURL            patchField[string]         `json:"repoUrl"`
+	RepoRef            patchField[string]         `json:"repoRef"`
+	DefaultRef         patchField[string]         `json:"defaultRef"`
+	Visibility         patchField[string]         `json:"visibility"`
+	SetupCommand       patchField[string]         `json:"setupCommand"`
+	CleanupCommand     patchField[string]         `json:"cleanupCommand"`
+	RemoteProvider     patchField[string]         `json:"remoteProvider"`
+	RemoteWorkspaceRef patchField[string]         `json:"remoteWorkspaceRef"`
+	SharedWorkspaceKey patchField[string]         `json:"sharedWorkspaceKey"`
+	Metadata           patchField[map[string]any] `json:"metadata"`
+	IsPrimary          patchField[bool]           `json:"isPrimary"`
+	RuntimeConfig      patchField[map[string]any] `json:"runtimeConfig"`
 }
 
 func newProjectWorkspace(p *Project) *ProjectWorkspace {
@@ -862,7 +814,7 @@ func newProjectWorkspace(p *Project) *ProjectWorkspace {
 // columns. A workspace must keep a cwd or a repoUrl.
 func (b *workspaceBody) apply(probs *fieldProblems, prefix string, ws *ProjectWorkspace, creating bool) []string {
 	var cols []string
-	text := func(name, col string, f setOrNull[string], max int, dst **string) {
+	text := func(name, col string, f patchField[string], max int, dst **string) {
 		if optText(probs, prefix+name, f, max, dst) {
 			cols = append(cols, col)
 		}
@@ -877,8 +829,8 @@ func (b *workspaceBody) apply(probs *fieldProblems, prefix string, ws *ProjectWo
 	text("remoteWorkspaceRef", "remote_workspace_ref", b.RemoteWorkspaceRef, 2048, &ws.RemoteWorkspaceRef)
 	text("sharedWorkspaceKey", "shared_workspace_key", b.SharedWorkspaceKey, 500, &ws.SharedWorkspaceKey)
 	if b.SourceType.Set {
-		if !b.SourceType.Null && oneOf(probs, prefix+"sourceType", b.SourceType.V, workspaceSourceTypes) {
-			ws.SourceType = b.SourceType.V
+		if !b.SourceType.Null && oneOf(probs, prefix+"sourceType", b.SourceType.Value, workspaceSourceTypes) {
+			ws.SourceType = b.SourceType.Value
 			cols = append(cols, "source_type")
 		} else if b.SourceType.Null {
 			probs.add(prefix+"sourceType", "must be one of "+strings.Join(workspaceSourceTypes, ", "))
@@ -890,27 +842,27 @@ func (b *workspaceBody) apply(probs *fieldProblems, prefix string, ws *ProjectWo
 		}
 	}
 	if b.Visibility.Set {
-		if !b.Visibility.Null && oneOf(probs, prefix+"visibility", b.Visibility.V, workspaceVisibilities) {
-			ws.Visibility = b.Visibility.V
+		if !b.Visibility.Null && oneOf(probs, prefix+"visibility", b.Visibility.Value, workspaceVisibilities) {
+			ws.Visibility = b.Visibility.Value
 			cols = append(cols, "visibility")
 		} else if b.Visibility.Null {
 			probs.add(prefix+"visibility", "must be one of "+strings.Join(workspaceVisibilities, ", "))
 		}
 	}
 	if b.Metadata.Set {
-		ws.Metadata = jsonObject(b.Metadata.V)
+		ws.Metadata = jsonObject(b.Metadata.Value)
 		cols = append(cols, "metadata")
 	}
 	if b.RuntimeConfig.Set {
-		ws.RuntimeConfig = jsonObject(b.RuntimeConfig.V)
+		ws.RuntimeConfig = jsonObject(b.RuntimeConfig.Value)
 		cols = append(cols, "runtime_config")
 	}
 	if b.IsPrimary.Set {
-		ws.IsPrimary = b.IsPrimary.V && !b.IsPrimary.Null
+		ws.IsPrimary = b.IsPrimary.Value && !b.IsPrimary.Null
 		cols = append(cols, "is_primary")
 	}
 	if b.Name.Set && !b.Name.Null {
-		ws.Name = cleanText(probs, prefix+"name", b.Name.V, 200)
+		ws.Name = cleanText(probs, prefix+"name", b.Name.Value, 200)
 		cols = append(cols, "name")
 	}
 	if ws.Name == "" {
@@ -1030,7 +982,7 @@ func handleWorkspaceCreate(w *Work, rw http.ResponseWriter, r *http.Request) {
 		w.writeErr(rw, err)
 		return
 	}
-	w.logActivityBestEffort(ctx, p.CompanyID, "project.workspace_created", "project", p.ID,
+	w.activityOrLog(ctx, p.CompanyID, "project.workspace_created", "project", p.ID,
 		map[string]any{"workspaceId": ws.ID, "name": ws.Name, "isPrimary": ws.IsPrimary})
 	sdk.WriteJSON(rw, http.StatusCreated, ws)
 }
@@ -1084,7 +1036,7 @@ func handleWorkspacePatch(w *Work, rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(cols) > 0 {
-		w.logActivityBestEffort(ctx, p.CompanyID, "project.workspace_updated", "project", p.ID,
+		w.activityOrLog(ctx, p.CompanyID, "project.workspace_updated", "project", p.ID,
 			map[string]any{"workspaceId": ws.ID, "changes": uniqueStrings(cols)})
 	}
 	sdk.WriteJSON(rw, http.StatusOK, ws)
@@ -1120,6 +1072,6 @@ func handleWorkspaceDelete(w *Work, rw http.ResponseWriter, r *http.Request) {
 		w.writeErr(rw, err)
 		return
 	}
-	w.logActivityBestEffort(ctx, p.CompanyID, "project.workspace_deleted", "project", p.ID, map[string]any{"workspaceId": ws.ID, "name": ws.Name})
+	w.activityOrLog(ctx, p.CompanyID, "project.workspace_deleted", "project", p.ID, map[string]any{"workspaceId": ws.ID, "name": ws.Name})
 	sdk.WriteJSON(rw, http.StatusOK, ws)
 }
