@@ -360,3 +360,25 @@ func (k *Kernel) AgentRename(ctx context.Context, id, name string) (*AgentIdenti
 	}
 	return a, nil
 }
+
+// agentRoles are the roles an agent may have (REFERENCE.md 2.6).
+var agentRoles = map[string]bool{"ceo": true, "cto": true, "cmo": true, "cfo": true, "security": true, "engineer": true,
+	"designer": true, "pm": true, "qa": true, "devops": true, "researcher": true, "general": true}
+
+// AgentSetRole changes an agent's role.
+func (k *Kernel) AgentSetRole(ctx context.Context, id, role string) (*AgentIdentity, error) {
+	if !agentRoles[role] {
+		return nil, ValidationError(ValidationDetail{Path: "role", Message: "unknown role " + role})
+	}
+	if !isUUID(id) {
+		return nil, NotFound("Agent not found")
+	}
+	tag, err := k.Pool.Exec(ctx, `UPDATE kernel.agents SET role = $2, updated_at = now() WHERE id = $1`, id, role)
+	if err != nil {
+		return nil, fmt.Errorf("error changing role of agent %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil, NotFound("Agent not found")
+	}
+	return k.AgentGetByID(ctx, id)
+}

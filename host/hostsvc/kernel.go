@@ -249,6 +249,74 @@ func (s *principals) MintAgentToken(ctx context.Context, req *hostv1.MintAgentTo
 	return &hostv1.MintAgentTokenResponse{Token: tok, ExpiresAt: exp.UTC().Format(time.RFC3339)}, nil
 }
 
+func (s *principals) UpdateAgent(ctx context.Context, req *hostv1.UpdateAgentRequest) (*hostv1.AgentIdentity, error) {
+	if err := s.need(sdk.CapPrincipals); err != nil {
+		return nil, err
+	}
+	a, err := s.d.Kernel.AgentGetByID(ctx, req.AgentId)
+	if err != nil {
+		return nil, internal(err)
+	}
+	if a == nil {
+		return nil, status.Errorf(codes.NotFound, "agent %s not found", req.AgentId)
+	}
+	if req.Name != nil && *req.Name != a.Name {
+		if a, err = s.d.Kernel.AgentRename(ctx, req.AgentId, *req.Name); err != nil {
+			return nil, apiStatus(err)
+		}
+	}
+	if req.Role != nil && *req.Role != a.Role {
+		if a, err = s.d.Kernel.AgentSetRole(ctx, req.AgentId, *req.Role); err != nil {
+			return nil, apiStatus(err)
+		}
+	}
+	return identity(a), nil
+}
+
+func (s *principals) SetPermission(ctx context.Context, req *hostv1.SetPermissionRequest) (*hostv1.SetPermissionResponse, error) {
+	if err := s.need(sdk.CapPrincipals); err != nil {
+		return nil, err
+	}
+	if req.PrincipalType != "agent" && req.PrincipalType != "user" {
+		return nil, status.Error(codes.InvalidArgument, "principal_type must be agent or user")
+	}
+	known := false
+	for _, k := range kernel.PermissionKeys {
+		known = known || k == req.Permission
+	}
+	if !known {
+		return nil, status.Errorf(codes.InvalidArgument, "unknown permission %q", req.Permission)
+	}
+	if err := s.companyMustExist(ctx, req.CompanyId); err != nil {
+		return nil, err
+	}
+	k := s.d.Kernel
+	if req.PrincipalType == "agent" {
+		a, err := k.AgentGetByID(ctx, req.PrincipalId)
+		if err != nil {
+			return nil, internal(err)
+		}
+		if a == nil || a.CompanyID != req.CompanyId {
+			return nil, status.Errorf(codes.NotFound, "agent %s not found in company %s", req.PrincipalId, req.CompanyId)
+		}
+	}
+	var err error
+	if req.Granted {
+		if req.PrincipalType == "agent" {
+			if err = k.MembershipEnsure(ctx, req.CompanyId, "agent", req.PrincipalId, "member"); err != nil {
+				return nil, apiStatus(err)
+			}
+		}
+		err = k.GrantPermission(ctx, req.CompanyId, req.PrincipalType, req.PrincipalId, req.Permission, req.GrantedByUserId)
+	} else {
+		err = k.RevokePermission(ctx, req.CompanyId, req.PrincipalType, req.PrincipalId, req.Permission, req.GrantedByUserId)
+	}
+	if err != nil {
+		return nil, apiStatus(err)
+	}
+	return &hostv1.SetPermissionResponse{}, nil
+}
+
 // apiStatus maps a kernel APIError to a gRPC status with the same meaning.
 func apiStatus(err error) error {
 	var apiErr *kernel.APIError

@@ -661,6 +661,191 @@ func (x *SetAgentStatusRequest) GetStatus() string {
 	return ""
 }
 
+type UpdateAgentRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	AgentId string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// name, when set, renames the agent (its url key follows; a collision is refused).
+	Name *string `protobuf:"bytes,2,opt,name=name,proto3,oneof" json:"name,omitempty"`
+	// role, when set, changes the agent's role.
+	Role          *string `protobuf:"bytes,3,opt,name=role,proto3,oneof" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateAgentRequest) Reset() {
+	*x = UpdateAgentRequest{}
+	mi := &file_host_v1_host_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateAgentRequest) ProtoMessage() {}
+
+func (x *UpdateAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateAgentRequest.ProtoReflect.Descriptor instead.
+func (*UpdateAgentRequest) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *UpdateAgentRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *UpdateAgentRequest) GetName() string {
+	if x != nil && x.Name != nil {
+		return *x.Name
+	}
+	return ""
+}
+
+func (x *UpdateAgentRequest) GetRole() string {
+	if x != nil && x.Role != nil {
+		return *x.Role
+	}
+	return ""
+}
+
+type SetPermissionRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	CompanyId string                 `protobuf:"bytes,1,opt,name=company_id,json=companyId,proto3" json:"company_id,omitempty"`
+	// principal_type is "agent" or "user".
+	PrincipalType string `protobuf:"bytes,2,opt,name=principal_type,json=principalType,proto3" json:"principal_type,omitempty"`
+	PrincipalId   string `protobuf:"bytes,3,opt,name=principal_id,json=principalId,proto3" json:"principal_id,omitempty"`
+	Permission    string `protobuf:"bytes,4,opt,name=permission,proto3" json:"permission,omitempty"`
+	// granted adds the grant when true and removes it when false.
+	Granted bool `protobuf:"varint,5,opt,name=granted,proto3" json:"granted,omitempty"`
+	// granted_by_user_id is recorded with the grant.
+	GrantedByUserId string `protobuf:"bytes,6,opt,name=granted_by_user_id,json=grantedByUserId,proto3" json:"granted_by_user_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SetPermissionRequest) Reset() {
+	*x = SetPermissionRequest{}
+	mi := &file_host_v1_host_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPermissionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPermissionRequest) ProtoMessage() {}
+
+func (x *SetPermissionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPermissionRequest.ProtoReflect.Descriptor instead.
+func (*SetPermissionRequest) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SetPermissionRequest) GetCompanyId() string {
+	if x != nil {
+		return x.CompanyId
+	}
+	return ""
+}
+
+func (x *SetPermissionRequest) GetPrincipalType() string {
+	if x != nil {
+		return x.PrincipalType
+	}
+	return ""
+}
+
+func (x *SetPermissionRequest) GetPrincipalId() string {
+	if x != nil {
+		return x.PrincipalId
+	}
+	return ""
+}
+
+func (x *SetPermissionRequest) GetPermission() string {
+	if x != nil {
+		return x.Permission
+	}
+	return ""
+}
+
+func (x *SetPermissionRequest) GetGranted() bool {
+	if x != nil {
+		return x.Granted
+	}
+	return false
+}
+
+func (x *SetPermissionRequest) GetGrantedByUserId() string {
+	if x != nil {
+		return x.GrantedByUserId
+	}
+	return ""
+}
+
+type SetPermissionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPermissionResponse) Reset() {
+	*x = SetPermissionResponse{}
+	mi := &file_host_v1_host_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPermissionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPermissionResponse) ProtoMessage() {}
+
+func (x *SetPermissionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPermissionResponse.ProtoReflect.Descriptor instead.
+func (*SetPermissionResponse) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{12}
+}
+
 type MintAgentTokenRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
@@ -673,7 +858,7 @@ type MintAgentTokenRequest struct {
 
 func (x *MintAgentTokenRequest) Reset() {
 	*x = MintAgentTokenRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[10]
+	mi := &file_host_v1_host_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +870,7 @@ func (x *MintAgentTokenRequest) String() string {
 func (*MintAgentTokenRequest) ProtoMessage() {}
 
 func (x *MintAgentTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[10]
+	mi := &file_host_v1_host_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +883,7 @@ func (x *MintAgentTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintAgentTokenRequest.ProtoReflect.Descriptor instead.
 func (*MintAgentTokenRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{10}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MintAgentTokenRequest) GetAgentId() string {
@@ -739,7 +924,7 @@ type MintAgentTokenResponse struct {
 
 func (x *MintAgentTokenResponse) Reset() {
 	*x = MintAgentTokenResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[11]
+	mi := &file_host_v1_host_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -751,7 +936,7 @@ func (x *MintAgentTokenResponse) String() string {
 func (*MintAgentTokenResponse) ProtoMessage() {}
 
 func (x *MintAgentTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[11]
+	mi := &file_host_v1_host_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -764,7 +949,7 @@ func (x *MintAgentTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintAgentTokenResponse.ProtoReflect.Descriptor instead.
 func (*MintAgentTokenResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{11}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MintAgentTokenResponse) GetToken() string {
@@ -790,7 +975,7 @@ type GetCompanyRequest struct {
 
 func (x *GetCompanyRequest) Reset() {
 	*x = GetCompanyRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[12]
+	mi := &file_host_v1_host_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +987,7 @@ func (x *GetCompanyRequest) String() string {
 func (*GetCompanyRequest) ProtoMessage() {}
 
 func (x *GetCompanyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[12]
+	mi := &file_host_v1_host_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +1000,7 @@ func (x *GetCompanyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompanyRequest.ProtoReflect.Descriptor instead.
 func (*GetCompanyRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{12}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetCompanyRequest) GetCompanyId() string {
@@ -835,7 +1020,7 @@ type CompanyResponse struct {
 
 func (x *CompanyResponse) Reset() {
 	*x = CompanyResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[13]
+	mi := &file_host_v1_host_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +1032,7 @@ func (x *CompanyResponse) String() string {
 func (*CompanyResponse) ProtoMessage() {}
 
 func (x *CompanyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[13]
+	mi := &file_host_v1_host_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +1045,7 @@ func (x *CompanyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompanyResponse.ProtoReflect.Descriptor instead.
 func (*CompanyResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{13}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CompanyResponse) GetCompanyJson() []byte {
@@ -879,7 +1064,7 @@ type NextIssueNumberRequest struct {
 
 func (x *NextIssueNumberRequest) Reset() {
 	*x = NextIssueNumberRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[14]
+	mi := &file_host_v1_host_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1076,7 @@ func (x *NextIssueNumberRequest) String() string {
 func (*NextIssueNumberRequest) ProtoMessage() {}
 
 func (x *NextIssueNumberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[14]
+	mi := &file_host_v1_host_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1089,7 @@ func (x *NextIssueNumberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextIssueNumberRequest.ProtoReflect.Descriptor instead.
 func (*NextIssueNumberRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{14}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NextIssueNumberRequest) GetCompanyId() string {
@@ -926,7 +1111,7 @@ type NextIssueNumberResponse struct {
 
 func (x *NextIssueNumberResponse) Reset() {
 	*x = NextIssueNumberResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[15]
+	mi := &file_host_v1_host_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1123,7 @@ func (x *NextIssueNumberResponse) String() string {
 func (*NextIssueNumberResponse) ProtoMessage() {}
 
 func (x *NextIssueNumberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[15]
+	mi := &file_host_v1_host_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1136,7 @@ func (x *NextIssueNumberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextIssueNumberResponse.ProtoReflect.Descriptor instead.
 func (*NextIssueNumberResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{15}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NextIssueNumberResponse) GetIssuePrefix() string {
@@ -988,7 +1173,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[16]
+	mi := &file_host_v1_host_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1185,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[16]
+	mi := &file_host_v1_host_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1198,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{16}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InvokeRequest) GetMethod() string {
@@ -1054,7 +1239,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[17]
+	mi := &file_host_v1_host_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1251,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[17]
+	mi := &file_host_v1_host_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1264,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{17}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InvokeResponse) GetOutputJson() []byte {
@@ -1112,7 +1297,7 @@ type EnqueueRequest struct {
 
 func (x *EnqueueRequest) Reset() {
 	*x = EnqueueRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[18]
+	mi := &file_host_v1_host_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1309,7 @@ func (x *EnqueueRequest) String() string {
 func (*EnqueueRequest) ProtoMessage() {}
 
 func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[18]
+	mi := &file_host_v1_host_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1322,7 @@ func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{18}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *EnqueueRequest) GetJobKey() string {
@@ -1185,7 +1370,7 @@ type EnqueueResponse struct {
 
 func (x *EnqueueResponse) Reset() {
 	*x = EnqueueResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[19]
+	mi := &file_host_v1_host_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1382,7 @@ func (x *EnqueueResponse) String() string {
 func (*EnqueueResponse) ProtoMessage() {}
 
 func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[19]
+	mi := &file_host_v1_host_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1395,7 @@ func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{19}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *EnqueueResponse) GetJobId() string {
@@ -1238,7 +1423,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[20]
+	mi := &file_host_v1_host_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1435,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[20]
+	mi := &file_host_v1_host_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,7 +1448,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{20}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PublishRequest) GetType() string {
@@ -1296,7 +1481,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[21]
+	mi := &file_host_v1_host_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1493,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[21]
+	mi := &file_host_v1_host_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1506,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{21}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PublishResponse) GetId() string {
@@ -1341,7 +1526,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[22]
+	mi := &file_host_v1_host_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1538,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[22]
+	mi := &file_host_v1_host_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1551,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{22}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetSettingsRequest) GetSection() string {
@@ -1385,7 +1570,7 @@ type GetSettingsResponse struct {
 
 func (x *GetSettingsResponse) Reset() {
 	*x = GetSettingsResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[23]
+	mi := &file_host_v1_host_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1582,7 @@ func (x *GetSettingsResponse) String() string {
 func (*GetSettingsResponse) ProtoMessage() {}
 
 func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[23]
+	mi := &file_host_v1_host_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1595,7 @@ func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*GetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{23}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetSettingsResponse) GetSettingsJson() []byte {
@@ -1432,7 +1617,7 @@ type ResolveSecretRequest struct {
 
 func (x *ResolveSecretRequest) Reset() {
 	*x = ResolveSecretRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[24]
+	mi := &file_host_v1_host_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1629,7 @@ func (x *ResolveSecretRequest) String() string {
 func (*ResolveSecretRequest) ProtoMessage() {}
 
 func (x *ResolveSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[24]
+	mi := &file_host_v1_host_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1642,7 @@ func (x *ResolveSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveSecretRequest.ProtoReflect.Descriptor instead.
 func (*ResolveSecretRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{24}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ResolveSecretRequest) GetCompanyId() string {
@@ -1491,7 +1676,7 @@ type ResolveSecretResponse struct {
 
 func (x *ResolveSecretResponse) Reset() {
 	*x = ResolveSecretResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[25]
+	mi := &file_host_v1_host_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1688,7 @@ func (x *ResolveSecretResponse) String() string {
 func (*ResolveSecretResponse) ProtoMessage() {}
 
 func (x *ResolveSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[25]
+	mi := &file_host_v1_host_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1701,7 @@ func (x *ResolveSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveSecretResponse.ProtoReflect.Descriptor instead.
 func (*ResolveSecretResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{25}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ResolveSecretResponse) GetValue() string {
@@ -1543,7 +1728,7 @@ type StorageKey struct {
 
 func (x *StorageKey) Reset() {
 	*x = StorageKey{}
-	mi := &file_host_v1_host_proto_msgTypes[26]
+	mi := &file_host_v1_host_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +1740,7 @@ func (x *StorageKey) String() string {
 func (*StorageKey) ProtoMessage() {}
 
 func (x *StorageKey) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[26]
+	mi := &file_host_v1_host_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +1753,7 @@ func (x *StorageKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageKey.ProtoReflect.Descriptor instead.
 func (*StorageKey) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{26}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StorageKey) GetCompanyId() string {
@@ -1595,7 +1780,7 @@ type StorageGetResponse struct {
 
 func (x *StorageGetResponse) Reset() {
 	*x = StorageGetResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[27]
+	mi := &file_host_v1_host_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1792,7 @@ func (x *StorageGetResponse) String() string {
 func (*StorageGetResponse) ProtoMessage() {}
 
 func (x *StorageGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[27]
+	mi := &file_host_v1_host_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1805,7 @@ func (x *StorageGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageGetResponse.ProtoReflect.Descriptor instead.
 func (*StorageGetResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{27}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StorageGetResponse) GetValue() []byte {
@@ -1648,7 +1833,7 @@ type StorageSetRequest struct {
 
 func (x *StorageSetRequest) Reset() {
 	*x = StorageSetRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[28]
+	mi := &file_host_v1_host_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1845,7 @@ func (x *StorageSetRequest) String() string {
 func (*StorageSetRequest) ProtoMessage() {}
 
 func (x *StorageSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[28]
+	mi := &file_host_v1_host_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1858,7 @@ func (x *StorageSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageSetRequest.ProtoReflect.Descriptor instead.
 func (*StorageSetRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{28}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StorageSetRequest) GetCompanyId() string {
@@ -1705,7 +1890,7 @@ type StorageSetResponse struct {
 
 func (x *StorageSetResponse) Reset() {
 	*x = StorageSetResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[29]
+	mi := &file_host_v1_host_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +1902,7 @@ func (x *StorageSetResponse) String() string {
 func (*StorageSetResponse) ProtoMessage() {}
 
 func (x *StorageSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[29]
+	mi := &file_host_v1_host_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1730,7 +1915,7 @@ func (x *StorageSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageSetResponse.ProtoReflect.Descriptor instead.
 func (*StorageSetResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{29}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{32}
 }
 
 type StorageDeleteResponse struct {
@@ -1742,7 +1927,7 @@ type StorageDeleteResponse struct {
 
 func (x *StorageDeleteResponse) Reset() {
 	*x = StorageDeleteResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[30]
+	mi := &file_host_v1_host_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +1939,7 @@ func (x *StorageDeleteResponse) String() string {
 func (*StorageDeleteResponse) ProtoMessage() {}
 
 func (x *StorageDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[30]
+	mi := &file_host_v1_host_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +1952,7 @@ func (x *StorageDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageDeleteResponse.ProtoReflect.Descriptor instead.
 func (*StorageDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{30}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StorageDeleteResponse) GetDeleted() bool {
@@ -1837,7 +2022,24 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\x06status\x18\x04 \x01(\tR\x06status\"J\n" +
 	"\x15SetAgentStatusRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\tR\x06status\"\x8d\x01\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\"s\n" +
+	"\x12UpdateAgentRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x17\n" +
+	"\x04name\x18\x02 \x01(\tH\x00R\x04name\x88\x01\x01\x12\x17\n" +
+	"\x04role\x18\x03 \x01(\tH\x01R\x04role\x88\x01\x01B\a\n" +
+	"\x05_nameB\a\n" +
+	"\x05_role\"\xe6\x01\n" +
+	"\x14SetPermissionRequest\x12\x1d\n" +
+	"\n" +
+	"company_id\x18\x01 \x01(\tR\tcompanyId\x12%\n" +
+	"\x0eprincipal_type\x18\x02 \x01(\tR\rprincipalType\x12!\n" +
+	"\fprincipal_id\x18\x03 \x01(\tR\vprincipalId\x12\x1e\n" +
+	"\n" +
+	"permission\x18\x04 \x01(\tR\n" +
+	"permission\x12\x18\n" +
+	"\agranted\x18\x05 \x01(\bR\agranted\x12+\n" +
+	"\x12granted_by_user_id\x18\x06 \x01(\tR\x0fgrantedByUserId\"\x17\n" +
+	"\x15SetPermissionResponse\"\x8d\x01\n" +
 	"\x15MintAgentTokenRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12!\n" +
@@ -1921,7 +2123,7 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\bActivity\x12S\n" +
 	"\x06Append\x12#.keel.host.v1.AppendActivityRequest\x1a$.keel.host.v1.AppendActivityResponse2I\n" +
 	"\x05Authz\x12@\n" +
-	"\x05Check\x12\x1a.keel.host.v1.CheckRequest\x1a\x1b.keel.host.v1.CheckResponse2\xa4\x03\n" +
+	"\x05Check\x12\x1a.keel.host.v1.CheckRequest\x1a\x1b.keel.host.v1.CheckResponse2\xcc\x04\n" +
 	"\n" +
 	"Principals\x12F\n" +
 	"\bGetAgent\x12\x1d.keel.host.v1.GetAgentRequest\x1a\x1b.keel.host.v1.AgentIdentity\x12O\n" +
@@ -1929,7 +2131,9 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"ListAgents\x12\x1f.keel.host.v1.ListAgentsRequest\x1a .keel.host.v1.ListAgentsResponse\x12L\n" +
 	"\vCreateAgent\x12 .keel.host.v1.CreateAgentRequest\x1a\x1b.keel.host.v1.AgentIdentity\x12R\n" +
 	"\x0eSetAgentStatus\x12#.keel.host.v1.SetAgentStatusRequest\x1a\x1b.keel.host.v1.AgentIdentity\x12[\n" +
-	"\x0eMintAgentToken\x12#.keel.host.v1.MintAgentTokenRequest\x1a$.keel.host.v1.MintAgentTokenResponse2\xb2\x01\n" +
+	"\x0eMintAgentToken\x12#.keel.host.v1.MintAgentTokenRequest\x1a$.keel.host.v1.MintAgentTokenResponse\x12L\n" +
+	"\vUpdateAgent\x12 .keel.host.v1.UpdateAgentRequest\x1a\x1b.keel.host.v1.AgentIdentity\x12X\n" +
+	"\rSetPermission\x12\".keel.host.v1.SetPermissionRequest\x1a#.keel.host.v1.SetPermissionResponse2\xb2\x01\n" +
 	"\tCompanies\x12E\n" +
 	"\x03Get\x12\x1f.keel.host.v1.GetCompanyRequest\x1a\x1d.keel.host.v1.CompanyResponse\x12^\n" +
 	"\x0fNextIssueNumber\x12$.keel.host.v1.NextIssueNumberRequest\x1a%.keel.host.v1.NextIssueNumberResponse2L\n" +
@@ -1960,7 +2164,7 @@ func file_host_v1_host_proto_rawDescGZIP() []byte {
 	return file_host_v1_host_proto_rawDescData
 }
 
-var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_host_v1_host_proto_goTypes = []any{
 	(*AppendActivityRequest)(nil),   // 0: keel.host.v1.AppendActivityRequest
 	(*AppendActivityResponse)(nil),  // 1: keel.host.v1.AppendActivityResponse
@@ -1972,71 +2176,78 @@ var file_host_v1_host_proto_goTypes = []any{
 	(*ListAgentsResponse)(nil),      // 7: keel.host.v1.ListAgentsResponse
 	(*CreateAgentRequest)(nil),      // 8: keel.host.v1.CreateAgentRequest
 	(*SetAgentStatusRequest)(nil),   // 9: keel.host.v1.SetAgentStatusRequest
-	(*MintAgentTokenRequest)(nil),   // 10: keel.host.v1.MintAgentTokenRequest
-	(*MintAgentTokenResponse)(nil),  // 11: keel.host.v1.MintAgentTokenResponse
-	(*GetCompanyRequest)(nil),       // 12: keel.host.v1.GetCompanyRequest
-	(*CompanyResponse)(nil),         // 13: keel.host.v1.CompanyResponse
-	(*NextIssueNumberRequest)(nil),  // 14: keel.host.v1.NextIssueNumberRequest
-	(*NextIssueNumberResponse)(nil), // 15: keel.host.v1.NextIssueNumberResponse
-	(*InvokeRequest)(nil),           // 16: keel.host.v1.InvokeRequest
-	(*InvokeResponse)(nil),          // 17: keel.host.v1.InvokeResponse
-	(*EnqueueRequest)(nil),          // 18: keel.host.v1.EnqueueRequest
-	(*EnqueueResponse)(nil),         // 19: keel.host.v1.EnqueueResponse
-	(*PublishRequest)(nil),          // 20: keel.host.v1.PublishRequest
-	(*PublishResponse)(nil),         // 21: keel.host.v1.PublishResponse
-	(*GetSettingsRequest)(nil),      // 22: keel.host.v1.GetSettingsRequest
-	(*GetSettingsResponse)(nil),     // 23: keel.host.v1.GetSettingsResponse
-	(*ResolveSecretRequest)(nil),    // 24: keel.host.v1.ResolveSecretRequest
-	(*ResolveSecretResponse)(nil),   // 25: keel.host.v1.ResolveSecretResponse
-	(*StorageKey)(nil),              // 26: keel.host.v1.StorageKey
-	(*StorageGetResponse)(nil),      // 27: keel.host.v1.StorageGetResponse
-	(*StorageSetRequest)(nil),       // 28: keel.host.v1.StorageSetRequest
-	(*StorageSetResponse)(nil),      // 29: keel.host.v1.StorageSetResponse
-	(*StorageDeleteResponse)(nil),   // 30: keel.host.v1.StorageDeleteResponse
-	(*v1.Actor)(nil),                // 31: keel.extension.v1.Actor
-	(*v1.Error)(nil),                // 32: keel.extension.v1.Error
+	(*UpdateAgentRequest)(nil),      // 10: keel.host.v1.UpdateAgentRequest
+	(*SetPermissionRequest)(nil),    // 11: keel.host.v1.SetPermissionRequest
+	(*SetPermissionResponse)(nil),   // 12: keel.host.v1.SetPermissionResponse
+	(*MintAgentTokenRequest)(nil),   // 13: keel.host.v1.MintAgentTokenRequest
+	(*MintAgentTokenResponse)(nil),  // 14: keel.host.v1.MintAgentTokenResponse
+	(*GetCompanyRequest)(nil),       // 15: keel.host.v1.GetCompanyRequest
+	(*CompanyResponse)(nil),         // 16: keel.host.v1.CompanyResponse
+	(*NextIssueNumberRequest)(nil),  // 17: keel.host.v1.NextIssueNumberRequest
+	(*NextIssueNumberResponse)(nil), // 18: keel.host.v1.NextIssueNumberResponse
+	(*InvokeRequest)(nil),           // 19: keel.host.v1.InvokeRequest
+	(*InvokeResponse)(nil),          // 20: keel.host.v1.InvokeResponse
+	(*EnqueueRequest)(nil),          // 21: keel.host.v1.EnqueueRequest
+	(*EnqueueResponse)(nil),         // 22: keel.host.v1.EnqueueResponse
+	(*PublishRequest)(nil),          // 23: keel.host.v1.PublishRequest
+	(*PublishResponse)(nil),         // 24: keel.host.v1.PublishResponse
+	(*GetSettingsRequest)(nil),      // 25: keel.host.v1.GetSettingsRequest
+	(*GetSettingsResponse)(nil),     // 26: keel.host.v1.GetSettingsResponse
+	(*ResolveSecretRequest)(nil),    // 27: keel.host.v1.ResolveSecretRequest
+	(*ResolveSecretResponse)(nil),   // 28: keel.host.v1.ResolveSecretResponse
+	(*StorageKey)(nil),              // 29: keel.host.v1.StorageKey
+	(*StorageGetResponse)(nil),      // 30: keel.host.v1.StorageGetResponse
+	(*StorageSetRequest)(nil),       // 31: keel.host.v1.StorageSetRequest
+	(*StorageSetResponse)(nil),      // 32: keel.host.v1.StorageSetResponse
+	(*StorageDeleteResponse)(nil),   // 33: keel.host.v1.StorageDeleteResponse
+	(*v1.Actor)(nil),                // 34: keel.extension.v1.Actor
+	(*v1.Error)(nil),                // 35: keel.extension.v1.Error
 }
 var file_host_v1_host_proto_depIdxs = []int32{
-	31, // 0: keel.host.v1.CheckRequest.actor:type_name -> keel.extension.v1.Actor
+	34, // 0: keel.host.v1.CheckRequest.actor:type_name -> keel.extension.v1.Actor
 	5,  // 1: keel.host.v1.ListAgentsResponse.agents:type_name -> keel.host.v1.AgentIdentity
-	31, // 2: keel.host.v1.InvokeRequest.actor:type_name -> keel.extension.v1.Actor
-	32, // 3: keel.host.v1.InvokeResponse.error:type_name -> keel.extension.v1.Error
+	34, // 2: keel.host.v1.InvokeRequest.actor:type_name -> keel.extension.v1.Actor
+	35, // 3: keel.host.v1.InvokeResponse.error:type_name -> keel.extension.v1.Error
 	0,  // 4: keel.host.v1.Activity.Append:input_type -> keel.host.v1.AppendActivityRequest
 	2,  // 5: keel.host.v1.Authz.Check:input_type -> keel.host.v1.CheckRequest
 	4,  // 6: keel.host.v1.Principals.GetAgent:input_type -> keel.host.v1.GetAgentRequest
 	6,  // 7: keel.host.v1.Principals.ListAgents:input_type -> keel.host.v1.ListAgentsRequest
 	8,  // 8: keel.host.v1.Principals.CreateAgent:input_type -> keel.host.v1.CreateAgentRequest
 	9,  // 9: keel.host.v1.Principals.SetAgentStatus:input_type -> keel.host.v1.SetAgentStatusRequest
-	10, // 10: keel.host.v1.Principals.MintAgentToken:input_type -> keel.host.v1.MintAgentTokenRequest
-	12, // 11: keel.host.v1.Companies.Get:input_type -> keel.host.v1.GetCompanyRequest
-	14, // 12: keel.host.v1.Companies.NextIssueNumber:input_type -> keel.host.v1.NextIssueNumberRequest
-	16, // 13: keel.host.v1.Calls.Invoke:input_type -> keel.host.v1.InvokeRequest
-	18, // 14: keel.host.v1.Jobs.Enqueue:input_type -> keel.host.v1.EnqueueRequest
-	20, // 15: keel.host.v1.Events.Publish:input_type -> keel.host.v1.PublishRequest
-	22, // 16: keel.host.v1.Settings.Get:input_type -> keel.host.v1.GetSettingsRequest
-	24, // 17: keel.host.v1.Secrets.Resolve:input_type -> keel.host.v1.ResolveSecretRequest
-	26, // 18: keel.host.v1.Storage.Get:input_type -> keel.host.v1.StorageKey
-	28, // 19: keel.host.v1.Storage.Set:input_type -> keel.host.v1.StorageSetRequest
-	26, // 20: keel.host.v1.Storage.Delete:input_type -> keel.host.v1.StorageKey
-	1,  // 21: keel.host.v1.Activity.Append:output_type -> keel.host.v1.AppendActivityResponse
-	3,  // 22: keel.host.v1.Authz.Check:output_type -> keel.host.v1.CheckResponse
-	5,  // 23: keel.host.v1.Principals.GetAgent:output_type -> keel.host.v1.AgentIdentity
-	7,  // 24: keel.host.v1.Principals.ListAgents:output_type -> keel.host.v1.ListAgentsResponse
-	5,  // 25: keel.host.v1.Principals.CreateAgent:output_type -> keel.host.v1.AgentIdentity
-	5,  // 26: keel.host.v1.Principals.SetAgentStatus:output_type -> keel.host.v1.AgentIdentity
-	11, // 27: keel.host.v1.Principals.MintAgentToken:output_type -> keel.host.v1.MintAgentTokenResponse
-	13, // 28: keel.host.v1.Companies.Get:output_type -> keel.host.v1.CompanyResponse
-	15, // 29: keel.host.v1.Companies.NextIssueNumber:output_type -> keel.host.v1.NextIssueNumberResponse
-	17, // 30: keel.host.v1.Calls.Invoke:output_type -> keel.host.v1.InvokeResponse
-	19, // 31: keel.host.v1.Jobs.Enqueue:output_type -> keel.host.v1.EnqueueResponse
-	21, // 32: keel.host.v1.Events.Publish:output_type -> keel.host.v1.PublishResponse
-	23, // 33: keel.host.v1.Settings.Get:output_type -> keel.host.v1.GetSettingsResponse
-	25, // 34: keel.host.v1.Secrets.Resolve:output_type -> keel.host.v1.ResolveSecretResponse
-	27, // 35: keel.host.v1.Storage.Get:output_type -> keel.host.v1.StorageGetResponse
-	29, // 36: keel.host.v1.Storage.Set:output_type -> keel.host.v1.StorageSetResponse
-	30, // 37: keel.host.v1.Storage.Delete:output_type -> keel.host.v1.StorageDeleteResponse
-	21, // [21:38] is the sub-list for method output_type
-	4,  // [4:21] is the sub-list for method input_type
+	13, // 10: keel.host.v1.Principals.MintAgentToken:input_type -> keel.host.v1.MintAgentTokenRequest
+	10, // 11: keel.host.v1.Principals.UpdateAgent:input_type -> keel.host.v1.UpdateAgentRequest
+	11, // 12: keel.host.v1.Principals.SetPermission:input_type -> keel.host.v1.SetPermissionRequest
+	15, // 13: keel.host.v1.Companies.Get:input_type -> keel.host.v1.GetCompanyRequest
+	17, // 14: keel.host.v1.Companies.NextIssueNumber:input_type -> keel.host.v1.NextIssueNumberRequest
+	19, // 15: keel.host.v1.Calls.Invoke:input_type -> keel.host.v1.InvokeRequest
+	21, // 16: keel.host.v1.Jobs.Enqueue:input_type -> keel.host.v1.EnqueueRequest
+	23, // 17: keel.host.v1.Events.Publish:input_type -> keel.host.v1.PublishRequest
+	25, // 18: keel.host.v1.Settings.Get:input_type -> keel.host.v1.GetSettingsRequest
+	27, // 19: keel.host.v1.Secrets.Resolve:input_type -> keel.host.v1.ResolveSecretRequest
+	29, // 20: keel.host.v1.Storage.Get:input_type -> keel.host.v1.StorageKey
+	31, // 21: keel.host.v1.Storage.Set:input_type -> keel.host.v1.StorageSetRequest
+	29, // 22: keel.host.v1.Storage.Delete:input_type -> keel.host.v1.StorageKey
+	1,  // 23: keel.host.v1.Activity.Append:output_type -> keel.host.v1.AppendActivityResponse
+	3,  // 24: keel.host.v1.Authz.Check:output_type -> keel.host.v1.CheckResponse
+	5,  // 25: keel.host.v1.Principals.GetAgent:output_type -> keel.host.v1.AgentIdentity
+	7,  // 26: keel.host.v1.Principals.ListAgents:output_type -> keel.host.v1.ListAgentsResponse
+	5,  // 27: keel.host.v1.Principals.CreateAgent:output_type -> keel.host.v1.AgentIdentity
+	5,  // 28: keel.host.v1.Principals.SetAgentStatus:output_type -> keel.host.v1.AgentIdentity
+	14, // 29: keel.host.v1.Principals.MintAgentToken:output_type -> keel.host.v1.MintAgentTokenResponse
+	5,  // 30: keel.host.v1.Principals.UpdateAgent:output_type -> keel.host.v1.AgentIdentity
+	12, // 31: keel.host.v1.Principals.SetPermission:output_type -> keel.host.v1.SetPermissionResponse
+	16, // 32: keel.host.v1.Companies.Get:output_type -> keel.host.v1.CompanyResponse
+	18, // 33: keel.host.v1.Companies.NextIssueNumber:output_type -> keel.host.v1.NextIssueNumberResponse
+	20, // 34: keel.host.v1.Calls.Invoke:output_type -> keel.host.v1.InvokeResponse
+	22, // 35: keel.host.v1.Jobs.Enqueue:output_type -> keel.host.v1.EnqueueResponse
+	24, // 36: keel.host.v1.Events.Publish:output_type -> keel.host.v1.PublishResponse
+	26, // 37: keel.host.v1.Settings.Get:output_type -> keel.host.v1.GetSettingsResponse
+	28, // 38: keel.host.v1.Secrets.Resolve:output_type -> keel.host.v1.ResolveSecretResponse
+	30, // 39: keel.host.v1.Storage.Get:output_type -> keel.host.v1.StorageGetResponse
+	32, // 40: keel.host.v1.Storage.Set:output_type -> keel.host.v1.StorageSetResponse
+	33, // 41: keel.host.v1.Storage.Delete:output_type -> keel.host.v1.StorageDeleteResponse
+	23, // [23:42] is the sub-list for method output_type
+	4,  // [4:23] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -2047,13 +2258,14 @@ func file_host_v1_host_proto_init() {
 	if File_host_v1_host_proto != nil {
 		return
 	}
+	file_host_v1_host_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_host_v1_host_proto_rawDesc), len(file_host_v1_host_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   10,
 		},

@@ -240,6 +240,8 @@ const (
 	Principals_CreateAgent_FullMethodName    = "/keel.host.v1.Principals/CreateAgent"
 	Principals_SetAgentStatus_FullMethodName = "/keel.host.v1.Principals/SetAgentStatus"
 	Principals_MintAgentToken_FullMethodName = "/keel.host.v1.Principals/MintAgentToken"
+	Principals_UpdateAgent_FullMethodName    = "/keel.host.v1.Principals/UpdateAgent"
+	Principals_SetPermission_FullMethodName  = "/keel.host.v1.Principals/SetPermission"
 )
 
 // PrincipalsClient is the client API for Principals service.
@@ -253,6 +255,11 @@ type PrincipalsClient interface {
 	CreateAgent(ctx context.Context, in *CreateAgentRequest, opts ...grpc.CallOption) (*AgentIdentity, error)
 	SetAgentStatus(ctx context.Context, in *SetAgentStatusRequest, opts ...grpc.CallOption) (*AgentIdentity, error)
 	MintAgentToken(ctx context.Context, in *MintAgentTokenRequest, opts ...grpc.CallOption) (*MintAgentTokenResponse, error)
+	// UpdateAgent renames an agent or changes its role (kernel-owned identity fields).
+	UpdateAgent(ctx context.Context, in *UpdateAgentRequest, opts ...grpc.CallOption) (*AgentIdentity, error)
+	// SetPermission grants or revokes a permission key for a principal in a company,
+	// ensuring an active membership row for agents.
+	SetPermission(ctx context.Context, in *SetPermissionRequest, opts ...grpc.CallOption) (*SetPermissionResponse, error)
 }
 
 type principalsClient struct {
@@ -313,6 +320,26 @@ func (c *principalsClient) MintAgentToken(ctx context.Context, in *MintAgentToke
 	return out, nil
 }
 
+func (c *principalsClient) UpdateAgent(ctx context.Context, in *UpdateAgentRequest, opts ...grpc.CallOption) (*AgentIdentity, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AgentIdentity)
+	err := c.cc.Invoke(ctx, Principals_UpdateAgent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *principalsClient) SetPermission(ctx context.Context, in *SetPermissionRequest, opts ...grpc.CallOption) (*SetPermissionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetPermissionResponse)
+	err := c.cc.Invoke(ctx, Principals_SetPermission_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PrincipalsServer is the server API for Principals service.
 // All implementations must embed UnimplementedPrincipalsServer
 // for forward compatibility.
@@ -324,6 +351,11 @@ type PrincipalsServer interface {
 	CreateAgent(context.Context, *CreateAgentRequest) (*AgentIdentity, error)
 	SetAgentStatus(context.Context, *SetAgentStatusRequest) (*AgentIdentity, error)
 	MintAgentToken(context.Context, *MintAgentTokenRequest) (*MintAgentTokenResponse, error)
+	// UpdateAgent renames an agent or changes its role (kernel-owned identity fields).
+	UpdateAgent(context.Context, *UpdateAgentRequest) (*AgentIdentity, error)
+	// SetPermission grants or revokes a permission key for a principal in a company,
+	// ensuring an active membership row for agents.
+	SetPermission(context.Context, *SetPermissionRequest) (*SetPermissionResponse, error)
 	mustEmbedUnimplementedPrincipalsServer()
 }
 
@@ -348,6 +380,12 @@ func (UnimplementedPrincipalsServer) SetAgentStatus(context.Context, *SetAgentSt
 }
 func (UnimplementedPrincipalsServer) MintAgentToken(context.Context, *MintAgentTokenRequest) (*MintAgentTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MintAgentToken not implemented")
+}
+func (UnimplementedPrincipalsServer) UpdateAgent(context.Context, *UpdateAgentRequest) (*AgentIdentity, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateAgent not implemented")
+}
+func (UnimplementedPrincipalsServer) SetPermission(context.Context, *SetPermissionRequest) (*SetPermissionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetPermission not implemented")
 }
 func (UnimplementedPrincipalsServer) mustEmbedUnimplementedPrincipalsServer() {}
 func (UnimplementedPrincipalsServer) testEmbeddedByValue()                    {}
@@ -460,6 +498,42 @@ func _Principals_MintAgentToken_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Principals_UpdateAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateAgentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PrincipalsServer).UpdateAgent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Principals_UpdateAgent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PrincipalsServer).UpdateAgent(ctx, req.(*UpdateAgentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Principals_SetPermission_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetPermissionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PrincipalsServer).SetPermission(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Principals_SetPermission_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PrincipalsServer).SetPermission(ctx, req.(*SetPermissionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Principals_ServiceDesc is the grpc.ServiceDesc for Principals service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -486,6 +560,14 @@ var Principals_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MintAgentToken",
 			Handler:    _Principals_MintAgentToken_Handler,
+		},
+		{
+			MethodName: "UpdateAgent",
+			Handler:    _Principals_UpdateAgent_Handler,
+		},
+		{
+			MethodName: "SetPermission",
+			Handler:    _Principals_SetPermission_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

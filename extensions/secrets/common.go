@@ -1,0 +1,117 @@
+package secrets
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/keelhq/keel/sdk"
+)
+
+// apiError returns an *sdk.Error with the status and the spec's text.
+func apiError(status int, msg string) *sdk.Error { return &sdk.Error{Status: status, Message: msg} }
+
+func notFound(msg string) *sdk.Error  { return apiError(http.StatusNotFound, msg) }
+func conflict(msg string) *sdk.Error  { return apiError(http.StatusConflict, msg) }
+func forbidden(msg string) *sdk.Error { return apiError(http.StatusForbidden, msg) }
+func unprocessable(msg string) *sdk.Error {
+	return apiError(http.StatusUnprocessableEntity, msg)
+}
+
+// validationError is the 400 "Validation error" with one detail per field.
+func validationError(details ...validationDetail) *sdk.Error {
+	return &sdk.Error{Status: http.StatusBadRequest, Message: "Validation error", Details: details}
+}
+
+type validationDetail struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+func invalid(path, msg string) *sdk.Error {
+	return validationError(validationDetail{Path: path, Message: msg})
+}
+
+// writeErr writes err; anything that is not an *sdk.Error is logged and answered with 500.
+// Errors never carry secret values, so logging them is safe.
+func (s *Secrets) writeErr(rw http.ResponseWriter, err error) {
+	var e *sdk.Error
+	if !errors.As(err, &e) {
+		s.log.Error("request failed", "error", err)
+	}
+	sdk.WriteErr(rw, err)
+}
+
+// decodeBody strictly decodes a JSON body into v (unknown fields and bad types are a 400
+// Validation error naming the field). An empty body decodes as {}. Decoding errors never
+// quote the body, which may hold a value.
+func decodeBody(r *http.Request, v any) error {
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(r.Body); err != nil {
+		return invalid("", "unreadable body")
+	}
+	body := bytes.TrimSpace(buf.Bytes())
+	if len(body) == 0 {
+		body = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &typeErr):
+			return invalid(typeErr.Field, "expected "+typeErr.Type.String())
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return invalid(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "unknown field")
+		default:
+			return invalid("", "malformed JSON")
+		}
+	}
+	return nil
+}
+
+// limitParam reads limit (default def, at most max).
+func limitParam(r *http.Request, def, max int) (int, error) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > max {
+		return 0, invalid("limit", fmt.Sprintf("must be an integer from 1 to %d", max))
+	}
+	return n, nil
+}
+
+// isUUID reports whether s is a canonical UUID.
+func isUUID(s string) bool {
+	_, err := uuid.Parse(s)
+	return err == nil && len(s) == 36
+}
+
+// requireCompanyAccess refuses (403) an actor outside the company of a secret the route
+// found by its own id.
+func requireCompanyAccess(ctx context.Context, companyID string) error {
+	if !sdk.CanAccessCompany(sdk.ActorFrom(ctx), companyID) {
+		return forbidden("You do not have access to this company")
+	}
+	return nil
+}
+
+// activity appends an activity entry attributed to actor; a failure is logged, not
+// returned, because the change it records has already happened. Details never hold values.
+func (s *Secrets) activity(ctx context.Context, actor *sdk.Actor, companyID, action, entityType, entityID string, details any) {
+	err := s.host.LogActivity(ctx, &sdk.ActivityEntry{
+		CompanyID: companyID, Actor: actor, Action: action, EntityType: entityType, EntityID: entityID, Details: details,
+	})
+	if err != nil {
+		s.log.Warn("error appending activity", "action", action, "error", err)
+	}
+}
