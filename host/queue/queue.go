@@ -32,9 +32,9 @@ const Schema = "river"
 
 // Extensions is what the queue needs of the supervisor.
 type Extensions interface {
-	// Extension returns a client of a loaded extension (starting a lazy one), or nil while
-	// it is down.
-	Extension(ctx context.Context, key string) extensionv1.ExtensionClient
+	// Acquire returns a client of a loaded extension (starting a lazy one) and a release
+	// function to call when done; an error while it is down or unknown.
+	Acquire(ctx context.Context, key string) (extensionv1.ExtensionClient, func(), error)
 	// Manifests returns the manifests of loaded extensions.
 	Manifests() []*sdk.Manifest
 }
@@ -292,10 +292,11 @@ func (w *extensionJobWorker) Work(ctx context.Context, job *river.Job[JobArgs]) 
 }
 
 func (q *Queue) workJob(ctx context.Context, job *river.Job[JobArgs]) error {
-	c := q.exts.Extension(ctx, job.Args.Extension)
-	if c == nil {
-		return fmt.Errorf("extension %s is not running", job.Args.Extension)
+	c, release, err := q.exts.Acquire(ctx, job.Args.Extension)
+	if err != nil {
+		return fmt.Errorf("job %s of %s: %w", job.Args.Key, job.Args.Extension, err)
 	}
+	defer release()
 	res, err := c.RunJob(ctx, &extensionv1.RunJobRequest{JobKey: job.Args.Key, ArgsJson: job.Args.Args, Attempt: int32(job.Attempt), JobId: fmt.Sprint(job.ID)})
 	if err != nil {
 		return fmt.Errorf("job %s of %s: %w", job.Args.Key, job.Args.Extension, err)
@@ -308,10 +309,11 @@ func (q *Queue) workJob(ctx context.Context, job *river.Job[JobArgs]) error {
 
 func (q *Queue) workEvent(ctx context.Context, job *river.Job[EventArgs]) error {
 	a := job.Args
-	c := q.exts.Extension(ctx, a.Extension)
-	if c == nil {
-		return fmt.Errorf("extension %s is not running", a.Extension)
+	c, release, err := q.exts.Acquire(ctx, a.Extension)
+	if err != nil {
+		return fmt.Errorf("delivering %s to %s: %w", a.Type, a.Extension, err)
 	}
+	defer release()
 	res, err := c.OnEvent(ctx, &extensionv1.Event{Id: a.EventID, Type: a.Type, CompanyId: a.CompanyID, PayloadJson: a.Payload,
 		OccurredAt: a.OccurredAt.UTC().Format(time.RFC3339Nano), Source: a.Source})
 	if err != nil {

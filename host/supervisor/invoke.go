@@ -42,6 +42,8 @@ func (s *Supervisor) Invoke(ctx context.Context, caller string, req *hostv1.Invo
 		return &hostv1.InvokeResponse{Error: &extensionv1.Error{Status: http.StatusNotImplemented, Code: "method_not_provided",
 			Message: fmt.Sprintf("no loaded extension provides %s", req.Method), Source: "downstream"}}, nil
 	}
+	m.inflight.Add(1)
+	defer m.release()
 	client, apiErr := s.clientFor(ctx, m)
 	if apiErr != nil {
 		return &hostv1.InvokeResponse{Error: &extensionv1.Error{Status: int32(apiErr.Status), Code: apiErr.Code,

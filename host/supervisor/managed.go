@@ -50,6 +50,13 @@ type managed struct {
 
 	startMu  sync.Mutex   // one start at a time (first use of a lazy extension, flag flips)
 	lastUsed atomic.Int64 // unix nanoseconds of the last routed request, call, job or event
+	inflight atomic.Int64 // requests, calls, jobs and events being served now
+}
+
+// release ends one in-flight use and counts it as the last use.
+func (m *managed) release() {
+	m.touch()
+	m.inflight.Add(-1)
 }
 
 // active reports whether the extension is meant to be running (it may be restarting).
@@ -347,7 +354,7 @@ func (m *managed) watch(ctx context.Context) {
 		if wasm != nil {
 			continue // wasm modules live inside the host; a failed call discards its instance.
 		}
-		if m.lazy() && client != nil && time.Since(time.Unix(0, m.lastUsed.Load())) > m.idleStopAfter() {
+		if m.lazy() && client != nil && m.inflight.Load() == 0 && time.Since(time.Unix(0, m.lastUsed.Load())) > m.idleStopAfter() {
 			m.halt(ctx, kernel.ExtensionReady, "extension.idle_stopped", nil)
 			return
 		}

@@ -60,6 +60,8 @@ func unavailable(key string) *kernel.APIError {
 // forward serves a route by one Handle call to the owning extension.
 func (s *Supervisor) forward(m *managed, pattern string) kernel.HandlerFunc {
 	return func(c *fiber.Ctx, rc *kernel.RequestContext) error {
+		m.inflight.Add(1)
+		defer m.release()
 		client, apiErr := s.clientFor(c.UserContext(), m)
 		if apiErr != nil {
 			if apiErr.Status == http.StatusServiceUnavailable {

@@ -240,7 +240,14 @@ func (s *Supervisor) clientFor(ctx context.Context, m *managed) (extensionv1.Ext
 	if c, _ := m.current(); c != nil {
 		return c, nil
 	}
-	if !m.active() {
+	if m.active() {
+		// Another caller may be starting it right now: wait for that start to finish.
+		m.startMu.Lock()
+		m.startMu.Unlock() //nolint:staticcheck // an empty critical section waits for the start in progress
+		if c, _ := m.current(); c != nil {
+			return c, nil
+		}
+	} else {
 		flagOff := false
 		_, err := m.startIf(ctx, func() bool {
 			if !s.flagOn(ctx, m) {
@@ -335,14 +342,32 @@ func (s *Supervisor) Run(interval time.Duration) {
 }
 
 // Extension returns a client of a loaded extension, starting it if it is lazy or its flag
-// was just turned on; nil while it is down, disabled or unknown.
+// was just turned on; nil while it is down, disabled or unknown. Calls made through it are
+// not counted as in flight; prefer Acquire for long calls to lazy extensions.
 func (s *Supervisor) Extension(ctx context.Context, key string) extensionv1.ExtensionClient {
-	m := s.get(key)
-	if m == nil {
+	c, release, err := s.Acquire(ctx, key)
+	if err != nil {
 		return nil
 	}
-	c, _ := s.clientFor(ctx, m)
+	release()
 	return c
+}
+
+// Acquire returns a client of a loaded extension (starting a lazy one) and a release
+// function to call when the call is done; a lazy extension is never stopped for idleness
+// while a call is in flight.
+func (s *Supervisor) Acquire(ctx context.Context, key string) (extensionv1.ExtensionClient, func(), error) {
+	m := s.get(key)
+	if m == nil {
+		return nil, nil, fmt.Errorf("extension %s is not loaded", key)
+	}
+	m.inflight.Add(1)
+	c, apiErr := s.clientFor(ctx, m)
+	if apiErr != nil {
+		m.release()
+		return nil, nil, apiErr
+	}
+	return c, m.release, nil
 }
 
 func (s *Supervisor) get(key string) *managed {

@@ -1,0 +1,302 @@
+package process
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/adapter"
+)
+
+// Output bounds.
+const (
+	// excerptBytes is how much of each stream the result keeps (the tail).
+	excerptBytes = 64 << 10
+	// chunkBytes is the longest log chunk read at once when a line has no end in sight.
+	chunkBytes = 32 << 10
+	// drainTimeout bounds the wait for the output pipes to close after the command exits
+	// (a process that left the group may still hold them).
+	drainTimeout = 5 * time.Second
+)
+
+// Why a run was stopped.
+const (
+	reasonNone = iota
+	reasonTimedOut
+	reasonCancelled
+)
+
+// run is one live execution.
+type run struct {
+	grace time.Duration
+	// exited is closed when the command's leader has exited.
+	exited chan struct{}
+
+	mu           sync.Mutex
+	pgid         int
+	reason       int
+	pendingGrace time.Duration
+	killer       *time.Timer
+}
+
+// terminate sends SIGTERM to the run's process group and SIGKILL after grace. The first
+// reason wins; later calls do nothing.
+func (r *run) terminate(reason int, grace time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reason != reasonNone {
+		return
+	}
+	r.reason, r.pendingGrace = reason, grace
+	if r.pgid > 0 {
+		r.signalLocked()
+	}
+}
+
+// started records the process group; a stop requested before the spawn is sent now.
+func (r *run) started(pgid int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pgid = pgid
+	if r.reason != reasonNone {
+		r.signalLocked()
+	}
+}
+
+// signalLocked sends SIGTERM and arms SIGKILL. The group id is never 0 here: kill(0) would
+// signal the adapter's own group.
+func (r *run) signalLocked() {
+	pgid := r.pgid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	r.killer = time.AfterFunc(r.pendingGrace, func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+}
+
+func (r *run) stopReason() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reason
+}
+
+// tail keeps the last excerptBytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+// Write appends p, compacting to the tail once the buffer holds twice the excerpt, so the
+// cost stays linear in the output.
+func (t *tail) Write(p []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(p) >= excerptBytes {
+		t.buf = append(t.buf[:0], p[len(p)-excerptBytes:]...)
+		return
+	}
+	if len(t.buf)+len(p) > 2*excerptBytes {
+		n := copy(t.buf, t.buf[len(t.buf)-excerptBytes:])
+		t.buf = t.buf[:n]
+	}
+	t.buf = append(t.buf, p...)
+}
+
+// String returns the last excerptBytes written.
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.buf) > excerptBytes {
+		return string(t.buf[len(t.buf)-excerptBytes:])
+	}
+	return string(t.buf)
+}
+
+// execute runs the command to completion. Problems with the config or the spawn are a
+// failed result, not an error, so the engine records them on the run.
+func (a *Adapter) execute(ctx context.Context, req *adapter.ExecuteRequest) (*adapter.ExecuteResult, error) {
+	c, err := ParseConfig(req.Config)
+	if err != nil {
+		return failed(err), nil
+	}
+	dir, err := a.workDir(c, req.AgentID)
+	if err != nil {
+		return failed(err), nil
+	}
+	cmd := exec.Command(c.Command, c.Args...)
+	cmd.Dir = dir
+	cmd.Env = BuildEnv(os.Environ(), c.Env, req.Env, req.AuthToken)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("error creating stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("error creating stderr pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+
+	r := &run{grace: c.grace(), exited: make(chan struct{})}
+	a.mu.Lock()
+	if _, dup := a.runs[req.RunID]; dup {
+		a.mu.Unlock()
+		closeAll(outR, outW, errR, errW)
+		return nil, &sdk.Error{Status: http.StatusConflict, Code: "run_executing", Message: fmt.Sprintf("run %s is already executing", req.RunID)}
+	}
+	a.runs[req.RunID] = r
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(a.runs, req.RunID)
+		a.mu.Unlock()
+	}()
+
+	ev := newEmitter(a.host, a.log, req.RunID, req.CompanyID)
+	defer ev.close()
+	if err := cmd.Start(); err != nil {
+		closeAll(outR, outW, errR, errW)
+		close(r.exited)
+		msg := fmt.Sprintf("Failed to start command %q: %v", c.Command, err)
+		ev.logText("system", msg+"\n")
+		return &adapter.ExecuteResult{Status: adapter.StatusFailed, ErrorMessage: msg, ErrorCode: "spawn_failed"}, nil
+	}
+	outW.Close()
+	errW.Close()
+	pid := cmd.Process.Pid
+	r.started(pid)
+	ev.add(adapter.RunEvent{Kind: "spawn", PID: pid})
+
+	var stdout, stderr tail
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go pump(&readers, outR, "stdout", &stdout, ev)
+	go pump(&readers, errR, "stderr", &stderr, ev)
+
+	if d := c.timeout(); d > 0 {
+		t := time.AfterFunc(d, func() {
+			ev.logText("system", fmt.Sprintf("Run timed out after %s; sending SIGTERM to the process group\n", d))
+			r.terminate(reasonTimedOut, r.grace)
+		})
+		defer t.Stop()
+	}
+	watchDone := make(chan struct{})
+	defer close(watchDone)
+	go func() {
+		select {
+		case <-ctx.Done():
+			r.terminate(reasonCancelled, r.grace)
+		case <-watchDone:
+		}
+	}()
+
+	waitErr := cmd.Wait()
+	close(r.exited)
+	// The run is over: whatever is left of its process group dies with it.
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	r.mu.Lock()
+	if r.killer != nil {
+		r.killer.Stop()
+	}
+	r.mu.Unlock()
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(drainTimeout):
+		outR.Close()
+		errR.Close()
+		<-drained
+	}
+	outR.Close()
+	errR.Close()
+
+	res := &adapter.ExecuteResult{PID: pid}
+	res.ResultJSON, _ = json.Marshal(map[string]string{"stdout": stdout.String(), "stderr": stderr.String()})
+	st := cmd.ProcessState
+	var exitErr *exec.ExitError
+	if waitErr != nil && !errors.As(waitErr, &exitErr) {
+		res.Status, res.ErrorMessage = adapter.StatusFailed, fmt.Sprintf("Error waiting for the process: %v", waitErr)
+		return res, nil
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		res.Signal = signalName(ws.Signal())
+	} else {
+		code := st.ExitCode()
+		res.ExitCode = &code
+	}
+	switch r.stopReason() {
+	case reasonTimedOut:
+		res.Status, res.TimedOut, res.ErrorCode = adapter.StatusTimedOut, true, "timeout"
+		res.ErrorMessage = fmt.Sprintf("Timed out after %s", c.timeout())
+	case reasonCancelled:
+		res.Status, res.ErrorCode, res.ErrorMessage = adapter.StatusCancelled, "cancelled", "Run cancelled"
+	default:
+		switch {
+		case res.Signal != "":
+			res.Status, res.ErrorMessage = adapter.StatusFailed, "Process terminated by signal "+res.Signal
+		case *res.ExitCode != 0:
+			res.Status, res.ErrorMessage = adapter.StatusFailed, fmt.Sprintf("Process exited with code %d", *res.ExitCode)
+		default:
+			res.Status = adapter.StatusSucceeded
+		}
+	}
+	return res, nil
+}
+
+// pump reads one output stream in line chunks into the run log and the excerpt.
+func pump(wg *sync.WaitGroup, rd io.Reader, stream string, t *tail, ev *emitter) {
+	defer wg.Done()
+	br := bufio.NewReaderSize(rd, chunkBytes)
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 {
+			t.Write(chunk)
+			ev.logText(stream, string(chunk))
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}
+
+func failed(err error) *adapter.ExecuteResult {
+	res := &adapter.ExecuteResult{Status: adapter.StatusFailed, ErrorMessage: err.Error()}
+	var ce *configError
+	if errors.As(err, &ce) {
+		res.ErrorCode = "invalid_config"
+	}
+	return res
+}
+
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		_ = f.Close()
+	}
+}
+
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
+	syscall.SIGILL: "SIGILL", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS",
+	syscall.SIGFPE: "SIGFPE", syscall.SIGKILL: "SIGKILL", syscall.SIGSEGV: "SIGSEGV",
+	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM",
+	syscall.SIGUSR1: "SIGUSR1", syscall.SIGUSR2: "SIGUSR2",
+}
+
+// signalName names a signal the way the result reports it ("SIGTERM").
+func signalName(s syscall.Signal) string {
+	if n, ok := signalNames[s]; ok {
+		return n
+	}
+	return "SIG" + strconv.Itoa(int(s))
+}
