@@ -1,7 +1,11 @@
-// Package all compiles every first-party extension into the binary that imports it. Add a
-// blank import here when a new first-party extension lands.
+// Package all compiles every first-party extension and adapter into the binary that
+// imports it (the keel command). Add a blank import here when a new one lands.
 package all
 
 import (
-	_ "github.com/keelhq/keel/extensions/work" // issues, projects, goals, approvals, search
+	_ "github.com/keelhq/keel/adapters/http"      // adapter.http
+	_ "github.com/keelhq/keel/adapters/process"   // adapter.process
+	_ "github.com/keelhq/keel/extensions/agents"  // agents, heartbeat runs
+	_ "github.com/keelhq/keel/extensions/secrets" // company secrets
+	_ "github.com/keelhq/keel/extensions/work"    // issues, projects, goals, approvals, search
 )

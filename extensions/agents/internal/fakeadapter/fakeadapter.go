@@ -1,0 +1,155 @@
+// Package fakeadapter is a test adapter (extension adapter.fake) for the heartbeat engine's
+// tests: execute streams a log line through agents.runEvents, optionally sleeps (honouring
+// cancel), and answers with what the config asks for, echoing the request in resultJson.
+// Test binaries blank-import it; it is never compiled into keel.
+package fakeadapter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/keelhq/keel/extensions"
+	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/adapter"
+)
+
+// Key is the extension key.
+const Key = "adapter.fake"
+
+func init() {
+	extensions.Register(Key, func() sdk.Extension { return &Adapter{runs: map[string]context.CancelFunc{}} })
+}
+
+// Config is the fake adapter's adapterConfig.
+type Config struct {
+	// SleepMs keeps the run executing this long (cancel ends it early).
+	SleepMs int `json:"sleepMs"`
+	// ExitCode is the reported exit code (non-zero fails the run).
+	ExitCode int `json:"exitCode"`
+	// Usage, cost and billing are reported as given.
+	Usage                *adapter.Usage `json:"usage"`
+	CostUSD              *float64       `json:"costUsd"`
+	CacheAdjustedCostUSD *float64       `json:"cacheAdjustedCostUsd"`
+	BillingType          string         `json:"billingType"`
+	Provider             string         `json:"provider"`
+	Model                string         `json:"model"`
+	// NoJWT makes info report no local agent JWT support.
+	NoJWT bool `json:"noJwt"`
+	// Env is passed through (resolved by the engine).
+	Env map[string]string `json:"env"`
+	// TimeoutSec and GraceSec bound the run on the engine's side.
+	TimeoutSec int `json:"timeoutSec"`
+	GraceSec   int `json:"graceSec"`
+}
+
+// Adapter is the fake adapter.
+type Adapter struct {
+	host *sdk.Host
+	mu   sync.Mutex
+	runs map[string]context.CancelFunc
+}
+
+// Manifest describes the adapter.
+func (a *Adapter) Manifest() *sdk.Manifest {
+	return &sdk.Manifest{
+		Key: Key, Version: "0.0.1", Kind: sdk.KindAdapter, DisplayName: "Fake adapter",
+		Description:  "Test adapter of the heartbeat engine.",
+		Runtime:      sdk.Runtime{Kind: sdk.RuntimeProcess},
+		Capabilities: []string{sdk.CapCalls},
+		Provides: []sdk.Method{
+			{Name: adapter.MethodExecute, Description: "Run a fake run."},
+			{Name: adapter.MethodCancel, Description: "Cancel a fake run."},
+			{Name: adapter.MethodInfo, Description: "Describe the fake adapter."},
+		},
+		Uses: []string{adapter.RunEventsMethod},
+	}
+}
+
+// Configure keeps the host services.
+func (a *Adapter) Configure(_ context.Context, env *sdk.Env) error {
+	a.host = env.Host
+	return nil
+}
+
+// CallMethod serves execute, cancel and info.
+func (a *Adapter) CallMethod(ctx context.Context, call *sdk.MethodCall) (any, error) {
+	switch call.Method {
+	case adapter.MethodInfo:
+		return &adapter.Info{Type: "fake", Label: "Fake", Models: []adapter.Model{}, ConfigSchema: json.RawMessage(`{"type":"object"}`),
+			SupportsLocalAgentJWT: os.Getenv("FAKE_ADAPTER_NO_JWT") == ""}, nil
+	case adapter.MethodCancel:
+		var req adapter.CancelRequest
+		if err := call.Bind(&req); err != nil {
+			return nil, err
+		}
+		a.mu.Lock()
+		c, ok := a.runs[req.RunID]
+		a.mu.Unlock()
+		if ok {
+			c()
+		}
+		return &adapter.CancelResult{Cancelled: ok}, nil
+	case adapter.MethodExecute:
+		var req adapter.ExecuteRequest
+		if err := call.Bind(&req); err != nil {
+			return nil, err
+		}
+		return a.execute(ctx, &req)
+	}
+	return nil, &sdk.Error{Status: http.StatusNotImplemented, Code: "method_not_provided", Message: Key + " does not provide " + call.Method}
+}
+
+func (a *Adapter) events(ctx context.Context, runID string, evs ...adapter.RunEvent) {
+	_ = a.host.Call(ctx, adapter.RunEventsMethod, sdk.SystemActor(), "", &adapter.RunEventsRequest{RunID: runID, Events: evs}, nil)
+}
+
+func (a *Adapter) execute(ctx context.Context, req *adapter.ExecuteRequest) (*adapter.ExecuteResult, error) {
+	var cfg Config
+	if len(req.Config) > 0 {
+		if err := json.Unmarshal(req.Config, &cfg); err != nil {
+			return nil, &sdk.Error{Status: http.StatusBadRequest, Message: "invalid fake config: " + err.Error()}
+		}
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a.mu.Lock()
+	a.runs[req.RunID] = cancel
+	a.mu.Unlock()
+	defer func() { a.mu.Lock(); delete(a.runs, req.RunID); a.mu.Unlock() }()
+
+	now := time.Now()
+	a.events(ctx, req.RunID,
+		adapter.RunEvent{Seq: 1, Kind: "spawn", PID: os.Getpid(), At: now},
+		adapter.RunEvent{Seq: 2, Kind: "log", Stream: "stdout", Text: fmt.Sprintf("hello from run %s\n", req.Env["SERVICE_RUN_ID"]), At: now},
+		adapter.RunEvent{Seq: 3, Kind: "log", Stream: "stderr", Text: "a warning\n", At: now},
+	)
+	status := adapter.StatusSucceeded
+	if cfg.SleepMs > 0 {
+		select {
+		case <-runCtx.Done():
+			status = adapter.StatusCancelled
+		case <-time.After(time.Duration(cfg.SleepMs) * time.Millisecond):
+		}
+	}
+	echo, _ := json.Marshal(map[string]any{"env": req.Env, "config": json.RawMessage(req.Config), "context": req.Context,
+		"agentName": req.AgentName, "authToken": req.AuthToken != ""})
+	code := cfg.ExitCode
+	res := &adapter.ExecuteResult{Status: status, ExitCode: &code, ResultJSON: echo, Usage: cfg.Usage, CostUSD: cfg.CostUSD,
+		CacheAdjustedCostUSD: cfg.CacheAdjustedCostUSD, BillingType: cfg.BillingType, Provider: cfg.Provider, Model: cfg.Model,
+		PID: os.Getpid()}
+	if status == adapter.StatusSucceeded && code != 0 {
+		res.Status, res.ErrorMessage = adapter.StatusFailed, fmt.Sprintf("Process exited with code %d", code)
+	}
+	a.events(context.WithoutCancel(ctx), req.RunID, adapter.RunEvent{Seq: 4, Kind: "log", Stream: "stdout", Text: "bye\n", At: time.Now()})
+	return res, nil
+}
+
+var (
+	_ sdk.Configurer     = (*Adapter)(nil)
+	_ sdk.MethodProvider = (*Adapter)(nil)
+)

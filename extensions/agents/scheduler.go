@@ -1,0 +1,298 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/keelhq/keel/sdk"
+	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
+)
+
+// The engine's jobs, all on the kernel's queue.
+const (
+	jobStartRuns  = "start-runs"
+	jobExecuteRun = "execute-run"
+	jobTimerTick  = "timer-tick"
+	jobReap       = "reap"
+)
+
+// Liveness limits of the reaper.
+const (
+	// executorBeat is how often an executing engine touches executor_seen_at.
+	executorBeat = 10 * time.Second
+	// executorStale is how long without a beat makes a running run process-lost.
+	executorStale = 90 * time.Second
+	// unclaimedStale is how long a started run may wait for its execute-run job.
+	unclaimedStale = 2 * time.Minute
+)
+
+func init() {
+	addJobs(
+		sdk.Job{Key: jobStartRuns, Description: "Start an agent's queued heartbeat runs up to its maxConcurrentRuns and the global cap. " +
+			"Args {agentId}; enqueued with unique key start:<agentId> when a run is queued or finishes."},
+		sdk.Job{Key: jobExecuteRun, Description: "Execute one started heartbeat run through its adapter. Args {runId}; unique key run:<runId>."},
+		sdk.Job{Key: jobTimerTick, Every: "30s", Description: "Wake agents whose runtimeConfig.heartbeat interval elapsed, and " +
+			"re-enqueue start-runs for agents with queued runs."},
+		sdk.Job{Key: jobReap, Every: "1m", Description: "Fail running runs whose process or executor is gone (process_lost), with one automatic retry."},
+	)
+}
+
+// globalMaxRuns is SERVICE_HEARTBEAT_MAX_CONCURRENT_RUNS (default 50).
+func globalMaxRuns() int {
+	if n, err := strconv.Atoi(os.Getenv("SERVICE_HEARTBEAT_MAX_CONCURRENT_RUNS")); err == nil && n > 0 {
+		return n
+	}
+	return 50
+}
+
+// enqueueStart enqueues start-runs for the agent. The queue drops a job whose unique key is
+// queued or running; when that happens the running job might already have looked, so a
+// follow-up is scheduled a second later under a second key (the timer tick sweeps whatever
+// still slips through).
+func (e *engine) enqueueStart(ctx context.Context, agentID string) {
+	args, _ := json.Marshal(map[string]string{"agentId": agentID})
+	res, err := e.a.host.Jobs.Enqueue(ctx, &hostv1.EnqueueRequest{JobKey: jobStartRuns, ArgsJson: args, UniqueKey: "start:" + agentID})
+	if err == nil && res.Duplicate {
+		_, err = e.a.host.Jobs.Enqueue(ctx, &hostv1.EnqueueRequest{JobKey: jobStartRuns, ArgsJson: args, UniqueKey: "start-later:" + agentID,
+			RunAt: time.Now().Add(time.Second).UTC().Format(time.RFC3339)})
+	}
+	if err != nil {
+		e.a.log.Warn("error enqueueing start-runs", "agent", agentID, "error", err)
+	}
+}
+
+// startRuns moves the agent's oldest queued runs to running while the agent has fewer than
+// maxConcurrentRuns running and the instance fewer than the global cap, then enqueues an
+// execute-run job for each. The move is one conditional UPDATE … WHERE status='queued'
+// under a transaction-scoped advisory lock, so concurrent workers never over-start.
+func (e *engine) startRuns(ctx context.Context, agentID string) error {
+	a := e.a
+	if !isUUID(agentID) {
+		return nil
+	}
+	rc, err := a.runtimeConfig(ctx, agentID)
+	if err != nil {
+		return err
+	}
+	limit := heartbeatPolicy{}.maxConcurrent()
+	if rc != nil {
+		limit = rc.Heartbeat.maxConcurrent()
+	}
+	tx, err := a.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("error starting runs: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('agents.start-runs'))`); err != nil {
+		return fmt.Errorf("error locking run starts: %w", err)
+	}
+	var agentRunning, allRunning int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE agent_id = $1), count(*) FROM heartbeat_runs WHERE status = 'running'`,
+		agentID).Scan(&agentRunning, &allRunning); err != nil {
+		return fmt.Errorf("error counting running runs: %w", err)
+	}
+	n := min(limit-agentRunning, globalMaxRuns()-allRunning)
+	if n <= 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `UPDATE heartbeat_runs SET status = 'running', started_at = now(), updated_at = now()
+		WHERE id IN (SELECT id FROM heartbeat_runs WHERE agent_id = $1 AND status = 'queued' ORDER BY created_at, id LIMIT $2)
+		AND status = 'queued' RETURNING id`, agentID, n)
+	if err != nil {
+		return fmt.Errorf("error starting runs: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("error starting runs: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("error starting runs: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE agent_wakeup_requests SET status = 'claimed', claimed_at = now()
+		WHERE run_id = ANY($1) AND status = 'queued'`, ids); err != nil {
+		return fmt.Errorf("error claiming wakes: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("error starting runs: %w", err)
+	}
+	for _, id := range ids {
+		args, _ := json.Marshal(map[string]string{"runId": id})
+		if _, err := a.host.Jobs.Enqueue(ctx, &hostv1.EnqueueRequest{JobKey: jobExecuteRun, ArgsJson: args, UniqueKey: "run:" + id, MaxAttempts: 1}); err != nil {
+			// The reaper fails the run once it has waited unclaimedStale.
+			a.log.Warn("error enqueueing execute-run", "run", id, "error", err)
+		}
+	}
+	return nil
+}
+
+// timerTick wakes agents whose heartbeat timer is due and sweeps agents with queued runs.
+func (e *engine) timerTick(ctx context.Context) error {
+	a := e.a
+	rows, err := a.pool.Query(ctx, `SELECT agent_id, company_id, runtime_config, last_heartbeat_at FROM agent_configs
+		WHERE coalesce(runtime_config->'heartbeat'->>'enabled', 'false') = 'true'`)
+	if err != nil {
+		return fmt.Errorf("error listing timed agents: %w", err)
+	}
+	type due struct{ agentID, companyID string }
+	var wakes []due
+	for rows.Next() {
+		var agentID, companyID string
+		var raw []byte
+		var last *time.Time
+		if err := rows.Scan(&agentID, &companyID, &raw, &last); err != nil {
+			rows.Close()
+			return fmt.Errorf("error reading timed agent: %w", err)
+		}
+		var rc agentRuntimeConfig
+		_ = json.Unmarshal(raw, &rc)
+		if rc.Heartbeat.IntervalSec <= 0 {
+			continue
+		}
+		if last == nil || time.Since(*last) >= time.Duration(rc.Heartbeat.IntervalSec)*time.Second {
+			wakes = append(wakes, due{agentID, companyID})
+		}
+	}
+	rows.Close()
+	for _, w := range wakes {
+		if _, err := e.wakeup(ctx, &wakeInput{AgentID: w.agentID, CompanyID: w.companyID, Source: "timer", TriggerDetail: "system",
+			Reason: "heartbeat_timer", Actor: sdk.SystemActor()}); err != nil {
+			a.log.Warn("error waking agent on timer", "agent", w.agentID, "error", err)
+		}
+	}
+	return e.sweepQueued(ctx)
+}
+
+// sweepQueued enqueues start-runs for every agent with queued runs.
+func (e *engine) sweepQueued(ctx context.Context) error {
+	rows, err := e.a.pool.Query(ctx, `SELECT DISTINCT agent_id::text FROM heartbeat_runs WHERE status = 'queued'`)
+	if err != nil {
+		return fmt.Errorf("error listing agents with queued runs: %w", err)
+	}
+	var agents []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err == nil {
+			agents = append(agents, id)
+		}
+	}
+	rows.Close()
+	for _, id := range agents {
+		e.enqueueStart(ctx, id)
+	}
+	return rows.Err()
+}
+
+// lostReason says why a running run is process-lost, or "" when it is not.
+func (e *engine) lostReason(run *heartbeatRun) string {
+	if e.isExecuting(run.ID) {
+		return ""
+	}
+	if run.executorID != nil && e.executorGone(*run.executorID, run.ID) {
+		return "the engine executing it is gone"
+	}
+	if run.executorSeenAt != nil && time.Since(*run.executorSeenAt) > executorStale {
+		return "its executor stopped reporting"
+	}
+	if run.executorID == nil && run.ProcessPID != nil && *run.ProcessPID > 0 &&
+		(run.executorHost == nil || *run.executorHost == e.hostname) && !pidAlive(*run.ProcessPID) {
+		return fmt.Sprintf("process %d is gone", *run.ProcessPID)
+	}
+	if run.executorID == nil && (run.ProcessPID == nil || *run.ProcessPID == 0) && run.StartedAt != nil && time.Since(*run.StartedAt) > unclaimedStale {
+		return "no executor picked it up"
+	}
+	return ""
+}
+
+// reap fails running runs whose process is gone and returns their ids.
+func (e *engine) reap(ctx context.Context) ([]string, error) {
+	runs, err := e.a.runsQuery(ctx, `SELECT `+runColumns+` FROM heartbeat_runs WHERE status = 'running' ORDER BY started_at`)
+	if err != nil {
+		return nil, err
+	}
+	reaped := []string{}
+	for _, run := range runs {
+		reason := e.lostReason(run)
+		if reason == "" {
+			continue
+		}
+		ok, err := e.markLost(ctx, run, reason)
+		if err != nil {
+			return reaped, err
+		}
+		if ok {
+			reaped = append(reaped, run.ID)
+		}
+	}
+	return reaped, nil
+}
+
+// markLost fails a running run with error_code process_lost and, for a run that was not
+// itself a process-loss retry, queues its one automatic retry (wake reason process_lost_retry).
+func (e *engine) markLost(ctx context.Context, run *heartbeatRun, reason string) (bool, error) {
+	a := e.a
+	msg := "Process lost: " + reason
+	tag, err := a.pool.Exec(ctx, `UPDATE heartbeat_runs SET status = 'failed', error = $2, error_code = 'process_lost',
+		finished_at = now(), updated_at = now() WHERE id = $1 AND status = 'running'`, run.ID, msg)
+	if err != nil {
+		return false, fmt.Errorf("error failing lost run %s: %w", run.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return false, nil
+	}
+	a.log.Info("heartbeat run process lost", "run", run.ID, "reason", reason)
+	_, _ = a.pool.Exec(ctx, `UPDATE agent_wakeup_requests SET status = 'failed', finished_at = now(), error = 'process_lost'
+		WHERE run_id = $1 AND status IN ('queued', 'claimed')`, run.ID)
+	a.systemEvent(ctx, run.ID, msg)
+	a.finalizeLog(ctx, run.ID)
+	if err := a.host.LogActivity(ctx, &sdk.ActivityEntry{CompanyID: run.CompanyID, Action: "heartbeat.run_finished",
+		EntityType: "heartbeat_run", EntityID: run.ID,
+		Details: map[string]any{"agentId": run.AgentID, "status": runFailed, "errorCode": "process_lost"}}); err != nil {
+		a.log.Warn("error logging heartbeat.run_finished", "error", err)
+	}
+	if run.ProcessLossRetryCount < 1 {
+		payload := map[string]any{}
+		if p, ok := run.ContextSnapshot["payload"].(map[string]any); ok {
+			payload = p
+		}
+		issueID, _ := run.ContextSnapshot["issueId"].(string)
+		if issueID != "" {
+			payload["issueId"] = issueID
+		}
+		detail := ""
+		if run.TriggerDetail != nil {
+			detail = *run.TriggerDetail
+		}
+		retry, err := e.queueRun(ctx, &wakeInput{AgentID: run.AgentID, CompanyID: run.CompanyID, Source: run.InvocationSource,
+			TriggerDetail: detail, Reason: "process_lost_retry", Payload: payload, Actor: sdk.SystemActor(),
+			RetryOf: run.ID, RetryCount: run.ProcessLossRetryCount + 1}, issueID)
+		if err != nil {
+			return true, fmt.Errorf("error queueing retry of lost run %s: %w", run.ID, err)
+		}
+		a.log.Info("queued retry of lost run", "run", run.ID, "retry", retry.ID)
+	}
+	e.settleAgentStatus(ctx, run.AgentID, false)
+	e.enqueueStart(ctx, run.AgentID)
+	return true, nil
+}
+
+// recover runs at engine start: it reaps runs left running by a dead executor and resumes
+// queued runs.
+func (e *engine) recover(ctx context.Context) error {
+	if _, err := e.reap(ctx); err != nil {
+		return err
+	}
+	return e.sweepQueued(ctx)
+}
