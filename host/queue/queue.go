@@ -119,12 +119,12 @@ func New(cfg Config) (*Queue, error) {
 	river.AddWorker(workers, &extensionJobWorker{q: q})
 	river.AddWorker(workers, river.WorkFunc(q.workEvent))
 	rc := &river.Config{
-		Schema:               Schema,
-		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
-		Workers:              workers,
-		MaxAttempts:          10,
-		JobTimeout:           5 * time.Minute,
-		Logger:               nil,
+		Schema:      Schema,
+		Queues:      map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
+		Workers:     workers,
+		MaxAttempts: 10,
+		JobTimeout:  5 * time.Minute,
+		Logger:      nil,
 		// A job still running after this long on a node that stopped heartbeating is rescued
 		// and retried; extension jobs are idempotent and long ones guard with their own state.
 		RescueStuckJobsAfter: 6 * time.Hour,
