@@ -39,10 +39,12 @@ vet:
 
 # bench prints start-up times, the extension hop p50/p99, kernel and extension read
 # throughput, the PSS of the host and each extension process, and issue list and search
-# times in a company of 100 issues against one of 100,000.
+# times in a company of 100 issues against one of 100,000, and the heartbeat engine's
+# wake-to-running latency and runs per second for a process agent.
 bench: deps build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./host/bench/
 	$(GO) test -run '^$$' -bench . -benchtime 200x -timeout 20m ./extensions/work/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./extensions/agents/
 
 # proto regenerates the protocol code and the manifest JSON Schema (needs protoc and the
 # protoc-gen-go/-go-grpc generators; the generated files are committed).

@@ -74,7 +74,7 @@ func (e *engine) runJob(ctx context.Context, job *sdk.JobRun) error {
 	}
 	switch job.Key {
 	case jobStartRuns:
-		return e.startRuns(ctx, args.AgentID)
+		return e.startRunsJob(ctx, args.AgentID)
 	case jobExecuteRun:
 		return e.executeRunJob(ctx, args.RunID)
 	case jobTimerTick:

@@ -65,18 +65,45 @@ func (e *engine) enqueueStart(ctx context.Context, agentID string) {
 	}
 }
 
+// startRunsJob runs start-runs until nothing more starts, then looks once more after a
+// short pause: a wake queued while this job runs has its own start-runs dropped as a
+// duplicate, so this job must pick it up rather than leave it to the delayed follow-up.
+func (e *engine) startRunsJob(ctx context.Context, agentID string) error {
+	rechecked := false
+	for range 100 {
+		n, err := e.startRuns(ctx, agentID)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			rechecked = false
+			continue
+		}
+		if rechecked {
+			return nil
+		}
+		rechecked = true
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // startRuns moves the agent's oldest queued runs to running while the agent has fewer than
 // maxConcurrentRuns running and the instance fewer than the global cap, then enqueues an
 // execute-run job for each. The move is one conditional UPDATE … WHERE status='queued'
 // under a transaction-scoped advisory lock, so concurrent workers never over-start.
-func (e *engine) startRuns(ctx context.Context, agentID string) error {
+func (e *engine) startRuns(ctx context.Context, agentID string) (int, error) {
 	a := e.a
 	if !isUUID(agentID) {
-		return nil
+		return 0, nil
 	}
 	rc, err := a.runtimeConfig(ctx, agentID)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	limit := heartbeatPolicy{}.maxConcurrent()
 	if rc != nil {
@@ -84,49 +111,49 @@ func (e *engine) startRuns(ctx context.Context, agentID string) error {
 	}
 	tx, err := a.pool.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("error starting runs: %w", err)
+		return 0, fmt.Errorf("error starting runs: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('agents.start-runs'))`); err != nil {
-		return fmt.Errorf("error locking run starts: %w", err)
+		return 0, fmt.Errorf("error locking run starts: %w", err)
 	}
 	var agentRunning, allRunning int
 	if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE agent_id = $1), count(*) FROM heartbeat_runs WHERE status = 'running'`,
 		agentID).Scan(&agentRunning, &allRunning); err != nil {
-		return fmt.Errorf("error counting running runs: %w", err)
+		return 0, fmt.Errorf("error counting running runs: %w", err)
 	}
 	n := min(limit-agentRunning, globalMaxRuns()-allRunning)
 	if n <= 0 {
-		return nil
+		return 0, nil
 	}
 	rows, err := tx.Query(ctx, `UPDATE heartbeat_runs SET status = 'running', started_at = now(), updated_at = now()
 		WHERE id IN (SELECT id FROM heartbeat_runs WHERE agent_id = $1 AND status = 'queued' ORDER BY created_at, id LIMIT $2)
 		AND status = 'queued' RETURNING id`, agentID, n)
 	if err != nil {
-		return fmt.Errorf("error starting runs: %w", err)
+		return 0, fmt.Errorf("error starting runs: %w", err)
 	}
 	var ids []string
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
 			rows.Close()
-			return fmt.Errorf("error starting runs: %w", err)
+			return 0, fmt.Errorf("error starting runs: %w", err)
 		}
 		ids = append(ids, id)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("error starting runs: %w", err)
+		return 0, fmt.Errorf("error starting runs: %w", err)
 	}
 	if len(ids) == 0 {
-		return nil
+		return 0, nil
 	}
 	if _, err := tx.Exec(ctx, `UPDATE agent_wakeup_requests SET status = 'claimed', claimed_at = now()
 		WHERE run_id = ANY($1) AND status = 'queued'`, ids); err != nil {
-		return fmt.Errorf("error claiming wakes: %w", err)
+		return 0, fmt.Errorf("error claiming wakes: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("error starting runs: %w", err)
+		return 0, fmt.Errorf("error starting runs: %w", err)
 	}
 	for _, id := range ids {
 		args, _ := json.Marshal(map[string]string{"runId": id})
@@ -135,7 +162,7 @@ func (e *engine) startRuns(ctx context.Context, agentID string) error {
 			a.log.Warn("error enqueueing execute-run", "run", id, "error", err)
 		}
 	}
-	return nil
+	return len(ids), nil
 }
 
 // timerTick wakes agents whose heartbeat timer is due and sweeps agents with queued runs.

@@ -129,9 +129,12 @@ func New(cfg Config) (*Queue, error) {
 		// and retried; extension jobs are idempotent and long ones guard with their own state.
 		RescueStuckJobsAfter: 6 * time.Hour,
 	}
+	// Work is woken by LISTEN/NOTIFY; the cooldown bounds how often a busy queue re-fetches
+	// and so the latency from insert to pickup (River's default is 100ms).
+	rc.FetchCooldown = 20 * time.Millisecond
 	if cfg.FetchPoll > 0 {
 		rc.FetchPollInterval = cfg.FetchPoll
-		rc.FetchCooldown = min(cfg.FetchPoll, 100*time.Millisecond)
+		rc.FetchCooldown = min(cfg.FetchPoll, rc.FetchCooldown)
 	}
 	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), rc)
 	if err != nil {
