@@ -3,6 +3,7 @@ package agents
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/keelhq/keel/sdk"
@@ -105,10 +106,21 @@ func secretsUnavailable(err error) error {
 	return err
 }
 
-// requireRunContext refuses (403) agent calls that do not act in a run.
-func requireRunContext(ctx context.Context) error {
-	if sdk.ActorFrom(ctx).RunId == "" {
+// requireRunContext refuses (403) agent calls that do not act in a live run of their own:
+// the run id (X-Service-Run-Id or the run JWT's claim) must name a running heartbeat run
+// of the calling agent.
+func (a *Agents) requireRunContext(ctx context.Context) error {
+	actor := sdk.ActorFrom(ctx)
+	if actor.RunId == "" || !isUUID(actor.RunId) {
 		return forbidden("Agent run context required")
+	}
+	var live bool
+	if err := a.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM heartbeat_runs WHERE id = $1 AND agent_id = $2 AND status = 'running')`,
+		actor.RunId, actor.AgentId).Scan(&live); err != nil {
+		return fmt.Errorf("error verifying run %s: %w", actor.RunId, err)
+	}
+	if !live {
+		return forbidden("Agent run context required: the run is not a live run of this agent")
 	}
 	return nil
 }
@@ -116,7 +128,7 @@ func requireRunContext(ctx context.Context) error {
 // handleMySecrets serves GET /api/agents/me/secrets through "secrets.grantedForAgent".
 func handleMySecrets(a *Agents, rw http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	if err := requireRunContext(ctx); err != nil {
+	if err := a.requireRunContext(ctx); err != nil {
 		a.writeErr(rw, err)
 		return
 	}
@@ -143,7 +155,7 @@ func handleMySecrets(a *Agents, rw http.ResponseWriter, r *http.Request) {
 func handleMySecretValue(a *Agents, rw http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	rw.Header().Set("Cache-Control", "no-store")
-	if err := requireRunContext(ctx); err != nil {
+	if err := a.requireRunContext(ctx); err != nil {
 		a.writeErr(rw, err)
 		return
 	}

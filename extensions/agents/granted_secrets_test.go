@@ -1,0 +1,85 @@
+package agents_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	_ "github.com/keelhq/keel/extensions/secrets"
+	"github.com/keelhq/keel/sdk/sdktest"
+)
+
+// TestGrantedSecretsThroughRun walks the granted-secret routes with the secrets extension
+// loaded: an agent in a live run lists its granted secrets and reads a granted value (no-store,
+// audited in the activity log, never in its details); an ungranted alias is forbidden; the
+// value is encrypted at rest.
+func TestGrantedSecretsThroughRun(t *testing.T) {
+	t.Parallel()
+	h := startAgents(t)
+	company := h.CreateCompany("Granted Secrets")
+	agent := createAgent(t, h, company, map[string]any{"name": "Sleeper", "role": "engineer", "adapterType": "process",
+		"adapterConfig": map[string]any{"command": "/bin/sh", "args": []string{"-c", "sleep 30"}, "timeoutSec": 60, "graceSec": 1}})
+	agentID := agent["id"].(string)
+	key := agentKey(t, h, agentID)
+
+	const plaintext = "sk-test-granted-0123456789"
+	res := h.Do("POST", "/api/companies/"+company+"/secrets", map[string]any{"name": "Provider key", "key": "PROVIDER_KEY", "value": plaintext})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	secretID := res.Map(t)["id"].(string)
+	res = h.Do("POST", "/api/companies/"+company+"/secrets", map[string]any{"name": "Other", "key": "OTHER_KEY", "value": "not-for-you"})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	res = h.Do("POST", "/api/secrets/"+secretID+"/bindings", map[string]any{"targetType": "agent", "targetId": agentID})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+
+	res = h.Do("POST", "/api/agents/"+agentID+"/wakeup", map[string]any{"source": "on_demand"})
+	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
+	runID := res.Map(t)["id"].(string)
+	sdktest.WaitFor(t, 30*time.Second, func() bool {
+		return h.Do("GET", "/api/heartbeat-runs/"+runID, nil).Map(t)["status"] == "running"
+	}, "the run to be running")
+	inRun := append(append([]string{}, key...), "X-Service-Run-Id", runID)
+
+	res = h.Do("GET", "/api/agents/me/secrets", nil, inRun...)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	var listed struct {
+		Secrets []map[string]any `json:"secrets"`
+	}
+	res.JSON(t, &listed)
+	require.Len(t, listed.Secrets, 1)
+	require.Equal(t, "PROVIDER_KEY", listed.Secrets[0]["key"])
+	require.NotContains(t, string(res.Body), plaintext)
+
+	res = h.Do("POST", "/api/agents/me/secrets/PROVIDER_KEY/value", nil, inRun...)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, "no-store", res.Header.Get("Cache-Control"))
+	require.Equal(t, plaintext, res.Map(t)["value"])
+
+	res = h.Do("POST", "/api/agents/me/secrets/OTHER_KEY/value", nil, inRun...)
+	require.Equal(t, http.StatusForbidden, res.Status, "an ungranted alias: %s", res.Body)
+
+	var entries []map[string]any
+	h.Do("GET", "/api/companies/"+company+"/activity?limit=200", nil).JSON(t, &entries)
+	var sawRead bool
+	for _, e := range entries {
+		sawRead = sawRead || e["action"] == "secret.value_read"
+	}
+	require.True(t, sawRead, "the value read is in the activity log")
+	var trail strings.Builder
+	rows, err := h.Kernel.Pool.Query(t.Context(), `SELECT details::text FROM kernel.activity_log`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var d string
+		require.NoError(t, rows.Scan(&d))
+		trail.WriteString(d)
+	}
+	require.NotContains(t, trail.String(), plaintext, "no secret value in activity details")
+
+	var material string
+	require.NoError(t, h.Kernel.Pool.QueryRow(t.Context(), `SELECT string_agg(material::text, '') FROM ext_secrets.company_secret_versions`).Scan(&material))
+	require.NotContains(t, material, plaintext, "encrypted at rest")
+
+	require.Equal(t, http.StatusOK, h.Do("POST", "/api/heartbeat-runs/"+runID+"/cancel", nil).Status)
+}
