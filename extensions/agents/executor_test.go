@@ -75,8 +75,8 @@ func TestExecutorFailures(t *testing.T) {
 		wantCode, wantErr string
 	}{
 		{"non-zero exit", "fake", map[string]any{"exitCode": 3}, "", "Process exited with code 3"},
-		{"secret ref without a secrets extension", "fake", map[string]any{"env": map[string]any{
-			"TOKEN": map[string]any{"type": "secret_ref", "secretId": uuid.NewString()}}}, "secret_resolution_failed", "references a secret"},
+		{"unresolvable secret ref", "fake", map[string]any{"env": map[string]any{
+			"TOKEN": map[string]any{"type": "secret_ref", "secretId": uuid.NewString()}}}, "secret_resolution_failed", "TOKEN"},
 		{"adapter not installed", "nonexistent", nil, "adapter_not_found", "Adapter nonexistent is not installed"},
 	}
 	for i, tc := range cases {

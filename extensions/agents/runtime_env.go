@@ -77,9 +77,24 @@ func (e *secretsUnavailableError) Error() string {
 // reference fails the run. SERVICE_* names in config env never override the runtime ones
 // (the caller merges runtime env last) and SERVICE_API_KEY is dropped.
 func (a *Agents) resolveConfig(ctx context.Context, run *heartbeatRun, config map[string]any) (map[string]any, error) {
-	raw, _ := config["env"].(map[string]any)
-	if len(raw) == 0 {
+	given, _ := config["env"].(map[string]any)
+	if len(given) == 0 {
 		return config, nil
+	}
+	// SERVICE_* names are assigned at run time: config may not set them (REFERENCE.md 2.9),
+	// so they are dropped here, before resolution, with a note in the run log.
+	raw := make(map[string]any, len(given))
+	var dropped []string
+	for k, v := range given {
+		if strings.HasPrefix(k, "SERVICE_") {
+			dropped = append(dropped, k)
+			continue
+		}
+		raw[k] = v
+	}
+	if len(dropped) > 0 {
+		sort.Strings(dropped)
+		a.systemEvent(ctx, run.ID, "ignored adapterConfig.env entries that keel assigns at run time: "+strings.Join(dropped, ", "))
 	}
 	var resolved map[string]string
 	var out struct {
