@@ -44,8 +44,10 @@ type Actor struct {
 	// AgentRole is the agent's role, used for implicit authority (the CEO).
 	AgentRole string
 	// RunID comes from X-Service-Run-Id or the agent JWT.
-	RunID           string
-	KeyID           string
+	RunID string
+	KeyID string
+	// KeyScope is the scope kind of an agent credential (standard, task_bridge, skill_test).
+	KeyScope        string
 	IsInstanceAdmin bool
 	Memberships     []Membership
 }

@@ -179,13 +179,15 @@ func agentUnusable(status string) (code, cause string) {
 }
 
 func (k *Kernel) agentKeyActor(ctx context.Context, token string) (*Actor, *APIError) {
-	var keyID, agentID, companyID, status, role string
+	var keyID, agentID, companyID, status, role, scope string
 	var revoked bool
+	var lastUsed *time.Time
 	// Revoked keys are read too: terminating an agent revokes its keys, and the caller should
 	// then hear that the agent is terminated rather than that the key is unknown.
-	err := k.Pool.QueryRow(ctx, `SELECT k.id::text, k.revoked_at IS NOT NULL, a.id::text, a.company_id::text, a.status, a.role
+	err := k.Pool.QueryRow(ctx, `SELECT k.id::text, k.revoked_at IS NOT NULL, k.last_used_at, coalesce(k.scope->>'kind', 'standard'),
+		a.id::text, a.company_id::text, a.status, a.role
 		FROM kernel.agent_api_keys k JOIN kernel.agents a ON a.id = k.agent_id
-		WHERE k.key_hash = $1`, HashToken(token)).Scan(&keyID, &revoked, &agentID, &companyID, &status, &role)
+		WHERE k.key_hash = $1`, HashToken(token)).Scan(&keyID, &revoked, &lastUsed, &scope, &agentID, &companyID, &status, &role)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, agentAuthError("agent_key_unknown", "unknown or revoked agent API key")
 	}
@@ -198,10 +200,13 @@ func (k *Kernel) agentKeyActor(ctx context.Context, token string) (*Actor, *APIE
 	if revoked {
 		return nil, agentAuthError("agent_key_unknown", "unknown or revoked agent API key")
 	}
-	if _, err := k.Pool.Exec(ctx, `UPDATE kernel.agent_api_keys SET last_used_at = now() WHERE id = $1`, keyID); err != nil {
-		return nil, Internal(fmt.Errorf("error touching agent API key: %w", err))
+	// lastUsedAt is kept to the minute, so a busy agent does not write on every request.
+	if lastUsed == nil || time.Since(*lastUsed) > time.Minute {
+		if _, err := k.Pool.Exec(ctx, `UPDATE kernel.agent_api_keys SET last_used_at = now() WHERE id = $1`, keyID); err != nil {
+			return nil, Internal(fmt.Errorf("error touching agent API key: %w", err))
+		}
 	}
-	return &Actor{Type: ActorAgent, Source: SourceAgentKey, AgentID: agentID, CompanyID: companyID, AgentRole: role, KeyID: keyID}, nil
+	return &Actor{Type: ActorAgent, Source: SourceAgentKey, AgentID: agentID, CompanyID: companyID, AgentRole: role, KeyID: keyID, KeyScope: scope}, nil
 }
 
 // AgentClaims are the claims of a local agent JWT (spec part 1).
@@ -209,6 +214,7 @@ type AgentClaims struct {
 	CompanyID   string `json:"company_id"`
 	AdapterType string `json:"adapter_type"`
 	RunID       string `json:"run_id"`
+	KeyScope    string `json:"key_scope,omitempty"`
 	InstanceID  string `json:"instance_id,omitempty"`
 	jwt.RegisteredClaims
 }
@@ -283,7 +289,11 @@ func (k *Kernel) agentJWTActor(ctx context.Context, token, headerRunID string) (
 	if runID == "" {
 		runID = headerRunID
 	}
-	return &Actor{Type: ActorAgent, Source: SourceAgentJWT, AgentID: claims.Subject, CompanyID: companyID, AgentRole: role, RunID: runID}, nil
+	scope := claims.KeyScope
+	if scope == "" {
+		scope = "standard"
+	}
+	return &Actor{Type: ActorAgent, Source: SourceAgentJWT, AgentID: claims.Subject, CompanyID: companyID, AgentRole: role, RunID: runID, KeyScope: scope}, nil
 }
 
 // LoadBoardActor builds the board actor of a user with memberships and the instance-admin

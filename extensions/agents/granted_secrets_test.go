@@ -60,6 +60,12 @@ func TestGrantedSecretsThroughRun(t *testing.T) {
 	res = h.Do("POST", "/api/agents/me/secrets/OTHER_KEY/value", nil, inRun...)
 	require.Equal(t, http.StatusForbidden, res.Status, "an ungranted alias: %s", res.Body)
 
+	res = h.Do("POST", "/api/agents/"+agentID+"/keys", map[string]any{"name": "skill test", "scope": map[string]any{"kind": "skill_test"}})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	lowTrust := []string{"Authorization", "Bearer " + res.Map(t)["token"].(string), "X-Service-Run-Id", runID}
+	res = h.Do("POST", "/api/agents/me/secrets/PROVIDER_KEY/value", nil, lowTrust...)
+	require.Equal(t, http.StatusForbidden, res.Status, "a low-trust (skill_test) token: %s", res.Body)
+
 	var entries []map[string]any
 	h.Do("GET", "/api/companies/"+company+"/activity?limit=200", nil).JSON(t, &entries)
 	var sawRead bool

@@ -162,7 +162,7 @@ func handleMySecretValue(a *Agents, rw http.ResponseWriter, r *http.Request) {
 	actor := sdk.ActorFrom(ctx)
 	var res json.RawMessage
 	err := a.host.Call(ctx, "secrets.valueForAgent", actor, actor.CompanyId, map[string]any{
-		"agentId": actor.AgentId, "key": r.PathValue("key"), "runId": actor.RunId, "lowTrust": false,
+		"agentId": actor.AgentId, "key": r.PathValue("key"), "runId": actor.RunId, "lowTrust": actor.KeyScope == "skill_test",
 	}, &res)
 	if err != nil {
 		a.writeErr(rw, secretsUnavailable(err))

@@ -40,8 +40,11 @@ type Actor struct {
 	IsInstanceAdmin bool     `protobuf:"varint,7,opt,name=is_instance_admin,json=isInstanceAdmin,proto3" json:"is_instance_admin,omitempty"`
 	CompanyIds      []string `protobuf:"bytes,8,rep,name=company_ids,json=companyIds,proto3" json:"company_ids,omitempty"`
 	KeyId           string   `protobuf:"bytes,9,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// key_scope is the scope kind of an agent API key or JWT: standard, task_bridge or
+	// skill_test (a low-trust token). Empty for other credentials.
+	KeyScope      string `protobuf:"bytes,10,opt,name=key_scope,json=keyScope,proto3" json:"key_scope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Actor) Reset() {
@@ -133,6 +136,13 @@ func (x *Actor) GetCompanyIds() []string {
 func (x *Actor) GetKeyId() string {
 	if x != nil {
 		return x.KeyId
+	}
+	return ""
+}
+
+func (x *Actor) GetKeyScope() string {
+	if x != nil {
+		return x.KeyScope
 	}
 	return ""
 }
@@ -1189,7 +1199,7 @@ var File_extension_v1_extension_proto protoreflect.FileDescriptor
 
 const file_extension_v1_extension_proto_rawDesc = "" +
 	"\n" +
-	"\x1cextension/v1/extension.proto\x12\x11keel.extension.v1\"\x81\x02\n" +
+	"\x1cextension/v1/extension.proto\x12\x11keel.extension.v1\"\x9e\x02\n" +
 	"\x05Actor\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x19\n" +
@@ -1201,7 +1211,9 @@ const file_extension_v1_extension_proto_rawDesc = "" +
 	"\x11is_instance_admin\x18\a \x01(\bR\x0fisInstanceAdmin\x12\x1f\n" +
 	"\vcompany_ids\x18\b \x03(\tR\n" +
 	"companyIds\x12\x15\n" +
-	"\x06key_id\x18\t \x01(\tR\x05keyId\"&\n" +
+	"\x06key_id\x18\t \x01(\tR\x05keyId\x12\x1b\n" +
+	"\tkey_scope\x18\n" +
+	" \x01(\tR\bkeyScope\"&\n" +
 	"\fHeaderValues\x12\x16\n" +
 	"\x06values\x18\x01 \x03(\tR\x06values\"\x95\x04\n" +
 	"\vHTTPRequest\x12\x16\n" +
