@@ -122,7 +122,8 @@ func (s *Supervisor) SetEnqueuer(e hostsvc.Enqueuer) { s.deps.Enqueuer = e }
 // SetPublisher sets the event publisher used by the Events host service.
 func (s *Supervisor) SetPublisher(p hostsvc.Publisher) { s.deps.Publisher = p }
 
-// Load registers and starts extensions. A refused extension (bad config, route collision,
+// Load registers extensions (routes, registry rows) and starts them in the background;
+// WaitReady waits for the starts. A refused extension (bad config, route collision,
 // unsupported kernel) is recorded with status error and its reason; the others still load.
 // The returned error joins every refusal.
 func (s *Supervisor) Load(ctx context.Context, sources []*Source) error {
@@ -138,17 +139,17 @@ func (s *Supervisor) Load(ctx context.Context, sources []*Source) error {
 			started = append(started, m)
 		}
 	}
-	var wg sync.WaitGroup
+	// Launch in the background: the API serves at once, and a request for an extension that
+	// is still starting waits for that start (see clientFor) instead of failing.
 	for _, m := range started {
-		wg.Add(1)
+		s.wg.Add(1)
 		go func() {
-			defer wg.Done()
-			if err := m.start(ctx); err != nil {
+			defer s.wg.Done()
+			if err := m.start(s.ctx); err != nil {
 				s.log.Warn("extension failed to start; retrying with backoff", "extension", m.key, "error", err)
 			}
 		}()
 	}
-	wg.Wait()
 	return errors.Join(errs...)
 }
 
