@@ -325,6 +325,9 @@ func (e *engine) finish(ctx context.Context, run *heartbeatRun, out *runOutcome)
 	} else {
 		a.systemEvent(ctx, run.ID, "run "+out.Status)
 	}
+	// The log is complete now: record its size and digest before the run turns terminal, so
+	// a reader that sees the final status also sees the final log.
+	a.finalizeLog(ctx, run.ID)
 	var final string
 	err := a.pool.QueryRow(ctx, `UPDATE heartbeat_runs SET
 			status = CASE WHEN status = 'running' THEN $2 ELSE status END,
@@ -345,7 +348,6 @@ func (e *engine) finish(ctx context.Context, run *heartbeatRun, out *runOutcome)
 	}
 	_, _ = a.pool.Exec(ctx, `UPDATE agent_wakeup_requests SET status = $2, finished_at = now(), error = $3
 		WHERE run_id = $1 AND status IN ('queued', 'claimed')`, run.ID, wakeStatus, nullable(out.ErrorCode))
-	a.finalizeLog(ctx, run.ID)
 	if out.CostEvent != nil {
 		ev := out.CostEvent
 		ev["companyId"], ev["agentId"], ev["heartbeatRunId"] = run.CompanyID, run.AgentID, run.ID
