@@ -213,6 +213,7 @@ func (m *managed) launchWasm(ctx context.Context, configure *extensionv1.Configu
 		m.setStatus(ctx, kernel.ExtensionError, "extension.failed", err)
 		return err
 	}
+	m.setStatus(ctx, kernel.ExtensionReady, "extension.ready", nil)
 	m.mu.Lock()
 	if m.stopped || m.watchCancel == nil {
 		m.mu.Unlock()
@@ -221,7 +222,6 @@ func (m *managed) launchWasm(ctx context.Context, configure *extensionv1.Configu
 	}
 	m.wasm, m.client = mod, mod
 	m.mu.Unlock()
-	m.setStatus(ctx, kernel.ExtensionReady, "extension.ready", nil)
 	return nil
 }
 
@@ -317,6 +317,9 @@ func (m *managed) launchProcess(ctx context.Context, configure *extensionv1.Conf
 		pc.Kill()
 		return fail(fmt.Errorf("error configuring %s: %w", m.key, err))
 	}
+	// Record ready before publishing the client, so whoever sees a live client (WaitReady,
+	// a request) also sees the registry say ready.
+	m.setStatus(ctx, kernel.ExtensionReady, "extension.ready", nil)
 	m.mu.Lock()
 	if m.stopped || m.watchCancel == nil {
 		m.mu.Unlock()
@@ -328,7 +331,6 @@ func (m *managed) launchProcess(ctx context.Context, configure *extensionv1.Conf
 		m.pid = cmd.Process.Pid
 	}
 	m.mu.Unlock()
-	m.setStatus(ctx, kernel.ExtensionReady, "extension.ready", nil)
 	return nil
 }
 
