@@ -1,45 +1,31 @@
 package agents
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
-
-	"github.com/google/uuid"
 
 	"github.com/keelhq/keel/sdk"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
 
-// apiError returns an *sdk.Error with the status and the spec's text.
-func apiError(status int, msg string) *sdk.Error { return &sdk.Error{Status: status, Message: msg} }
+// The request helpers are the SDK's; these names keep the area files short.
+var (
+	apiError             = sdk.NewError
+	notFound             = sdk.NotFound
+	conflict             = sdk.Conflict
+	forbidden            = sdk.Forbidden
+	unprocessable        = sdk.Unprocessable
+	validationError      = sdk.ValidationError
+	invalid              = sdk.Invalid
+	decodeBody           = sdk.DecodeJSON
+	page                 = sdk.Page
+	isUUID               = sdk.IsUUID
+	requireCompanyAccess = sdk.RequireCompanyAccess
+)
 
-func notFound(msg string) *sdk.Error  { return apiError(http.StatusNotFound, msg) }
-func conflict(msg string) *sdk.Error  { return apiError(http.StatusConflict, msg) }
-func forbidden(msg string) *sdk.Error { return apiError(http.StatusForbidden, msg) }
-func unprocessable(msg string) *sdk.Error {
-	return apiError(http.StatusUnprocessableEntity, msg)
-}
-
-// validationError is the 400 "Validation error" with one detail per field.
-func validationError(details ...validationDetail) *sdk.Error {
-	return &sdk.Error{Status: http.StatusBadRequest, Message: "Validation error", Details: details}
-}
-
-type validationDetail struct {
-	Path    string `json:"path"`
-	Message string `json:"message"`
-}
-
-func invalid(path, msg string) *sdk.Error {
-	return validationError(validationDetail{Path: path, Message: msg})
-}
+type validationDetail = sdk.ValidationDetail
 
 // writeErr writes err; anything that is not an *sdk.Error is logged and answered with 500.
 func (a *Agents) writeErr(rw http.ResponseWriter, err error) {
@@ -48,68 +34,6 @@ func (a *Agents) writeErr(rw http.ResponseWriter, err error) {
 		a.log.Error("request failed", "error", err)
 	}
 	sdk.WriteErr(rw, err)
-}
-
-// decodeBody strictly decodes a JSON body into v (unknown fields and bad types are a 400
-// Validation error naming the field). An empty body decodes as {}.
-func decodeBody(r *http.Request, v any) error {
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(r.Body); err != nil {
-		return invalid("", "unreadable body")
-	}
-	body := bytes.TrimSpace(buf.Bytes())
-	if len(body) == 0 {
-		body = []byte("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &typeErr):
-			return invalid(typeErr.Field, "expected "+typeErr.Type.String())
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return invalid(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "unknown field")
-		default:
-			return invalid("", "malformed JSON: "+err.Error())
-		}
-	}
-	return nil
-}
-
-// page reads limit and offset (default 50, maximum 500; offset ≥ 0).
-func page(r *http.Request, def, max int) (limit, offset int, err error) {
-	limit, offset = def, 0
-	if s := r.URL.Query().Get("limit"); s != "" {
-		n, convErr := strconv.Atoi(s)
-		if convErr != nil || n < 1 || n > max {
-			return 0, 0, invalid("limit", fmt.Sprintf("must be an integer from 1 to %d", max))
-		}
-		limit = n
-	}
-	if s := r.URL.Query().Get("offset"); s != "" {
-		n, convErr := strconv.Atoi(s)
-		if convErr != nil || n < 0 {
-			return 0, 0, invalid("offset", "must be a non-negative integer")
-		}
-		offset = n
-	}
-	return limit, offset, nil
-}
-
-// isUUID reports whether s is a canonical UUID.
-func isUUID(s string) bool {
-	_, err := uuid.Parse(s)
-	return err == nil && len(s) == 36
-}
-
-// requireCompanyAccess refuses (403) an actor outside the company of a resource the route
-// found by its own id.
-func requireCompanyAccess(ctx context.Context, companyID string) error {
-	if !sdk.CanAccessCompany(sdk.ActorFrom(ctx), companyID) {
-		return forbidden("You do not have access to this company")
-	}
-	return nil
 }
 
 // requirePermission checks a permission key through the kernel (403 naming it).
@@ -131,7 +55,8 @@ func (a *Agents) activity(ctx context.Context, companyID, action, entityType, en
 	})
 }
 
-// WakeRequest asks the agents owner to wake an agent.
+// WakeRequest is the input of the provided method agents.wakeup (the work extension and
+// others send it to wake an agent).
 type WakeRequest struct {
 	AgentID   string         `json:"agentId"`
 	CompanyID string         `json:"companyId"`
@@ -140,28 +65,4 @@ type WakeRequest struct {
 	Payload   map[string]any `json:"payload,omitempty"`
 	// IdempotencyKey coalesces repeated wakes for the same cause.
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
-}
-
-// wake asks the agents extension to wake an agent. It is harmless when no agents
-// extension is loaded yet (the request is dropped and logged at debug level).
-func (a *Agents) wake(ctx context.Context, req *WakeRequest) {
-	if req.AgentID == "" {
-		return
-	}
-	err := a.host.Call(ctx, "agents.wakeup", sdk.ActorFrom(ctx), req.CompanyID, req, nil)
-	switch {
-	case err == nil:
-	case sdk.IsMethodNotProvided(err):
-		a.log.Debug("no agents extension to wake agent", "agent", req.AgentID, "reason", req.Reason)
-	default:
-		a.log.Warn("error requesting wake", "agent", req.AgentID, "reason", req.Reason, "error", err)
-	}
-}
-
-// attachmentMaxBytesFromEnv reads SERVICE_ATTACHMENT_MAX_BYTES (default 10 MiB).
-func attachmentMaxBytesFromEnv() int64 {
-	if v, err := strconv.ParseInt(os.Getenv("SERVICE_ATTACHMENT_MAX_BYTES"), 10, 64); err == nil && v > 0 {
-		return v
-	}
-	return 10 << 20
 }
