@@ -78,11 +78,7 @@ func (a *Agents) Configure(ctx context.Context, env *sdk.Env) error {
 	if _, err := migrate.Apply(ctx, a.sqlDB, migrate.Params{Line: Key, Table: Schema + ".schema_migrations", Migrations: ms}); err != nil {
 		return err
 	}
-	a.mux = http.NewServeMux()
-	for _, r := range routeTable() {
-		handle := r.Handle
-		a.mux.HandleFunc(r.Method+" "+r.Path, func(rw http.ResponseWriter, req *http.Request) { handle(a, rw, req) })
-	}
+	a.mux = table.Mux(a)
 	a.engine = newEngine(a)
 	return nil
 }
@@ -100,11 +96,7 @@ func (a *Agents) HTTPHandler() http.Handler {
 
 // CallMethod serves the provided methods.
 func (a *Agents) CallMethod(ctx context.Context, call *sdk.MethodCall) (any, error) {
-	m, ok := methodTable()[call.Method]
-	if !ok {
-		return nil, &sdk.Error{Status: http.StatusNotImplemented, Code: "method_not_provided", Message: "agents does not provide " + call.Method}
-	}
-	return m.Call(a, ctx, call)
+	return table.Call(a, Key, ctx, call)
 }
 
 // RunJob runs a declared job of the heartbeat engine.

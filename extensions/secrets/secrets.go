@@ -81,11 +81,7 @@ func (s *Secrets) Configure(ctx context.Context, env *sdk.Env) error {
 	if _, err := migrate.Apply(ctx, s.sqlDB, migrate.Params{Line: Key, Table: Schema + ".schema_migrations", Migrations: ms}); err != nil {
 		return err
 	}
-	s.mux = http.NewServeMux()
-	for _, r := range routeTable() {
-		handle := r.Handle
-		s.mux.HandleFunc(r.Method+" "+r.Path, func(rw http.ResponseWriter, req *http.Request) { handle(s, rw, req) })
-	}
+	s.mux = table.Mux(s)
 	return nil
 }
 
@@ -102,11 +98,7 @@ func (s *Secrets) HTTPHandler() http.Handler {
 
 // CallMethod serves the provided methods.
 func (s *Secrets) CallMethod(ctx context.Context, call *sdk.MethodCall) (any, error) {
-	m, ok := methodTable()[call.Method]
-	if !ok {
-		return nil, &sdk.Error{Status: http.StatusNotImplemented, Code: "method_not_provided", Message: "secrets does not provide " + call.Method}
-	}
-	return m.Call(s, ctx, call)
+	return table.Call(s, Key, ctx, call)
 }
 
 // Health checks the database.

@@ -92,11 +92,7 @@ func (w *Work) Configure(ctx context.Context, env *sdk.Env) error {
 	if _, err := migrate.Apply(ctx, w.sqlDB, migrate.Params{Line: Key, Table: Schema + ".schema_migrations", Migrations: ms}); err != nil {
 		return err
 	}
-	w.mux = http.NewServeMux()
-	for _, r := range routeTable() {
-		handle := r.Handle
-		w.mux.HandleFunc(r.Method+" "+r.Path, func(rw http.ResponseWriter, req *http.Request) { handle(w, rw, req) })
-	}
+	w.mux = table.Mux(w)
 	return nil
 }
 
@@ -113,11 +109,7 @@ func (w *Work) HTTPHandler() http.Handler {
 
 // CallMethod serves the provided methods.
 func (w *Work) CallMethod(ctx context.Context, call *sdk.MethodCall) (any, error) {
-	m, ok := methodTable()[call.Method]
-	if !ok {
-		return nil, &sdk.Error{Status: http.StatusNotImplemented, Code: "method_not_provided", Message: "work does not provide " + call.Method}
-	}
-	return m.Call(w, ctx, call)
+	return table.Call(w, Key, ctx, call)
 }
 
 // OnEvent handles subscribed events (none yet; kept for at-least-once delivery later).

@@ -1,0 +1,159 @@
+// Package extkit is the route, method and job table a first-party-style extension builds
+// its manifest and its handlers from: each area file of an extension adds its routes and
+// provided methods in init, and the extension turns the table into its manifest (request
+// schemas reflected from Go body types), an http.ServeMux and a method dispatcher. E is the
+// extension type the handlers receive.
+package extkit
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"sync"
+
+	"github.com/invopop/jsonschema"
+
+	"github.com/keelhq/keel/sdk"
+)
+
+// Route is one HTTP route: its manifest entry and its handler.
+type Route[E any] struct {
+	Method string
+	Path   string
+	// Access is public, board, agent, either or instance_admin (default either).
+	Access string
+	// Permission is a permission key the kernel checks in the path's company.
+	Permission string
+	// CompanyFromPath makes the kernel resolve and authorize {companyId} before the handler
+	// runs; routes keyed by an id the extension owns check access themselves.
+	CompanyFromPath bool
+	Summary         string
+	// Body is a value of the request body type, documented in /api/openapi.json.
+	Body   any
+	Handle func(e E, rw http.ResponseWriter, r *http.Request)
+}
+
+// Method is one provided method.
+type Method[E any] struct {
+	Description string
+	Call        func(e E, ctx context.Context, call *sdk.MethodCall) (any, error)
+}
+
+// Table collects an extension's routes, provided methods and jobs. The zero value is ready.
+type Table[E any] struct {
+	mu      sync.Mutex
+	routes  []Route[E]
+	methods map[string]Method[E]
+	jobs    []sdk.Job
+}
+
+// AddRoutes adds routes (call from init).
+func (t *Table[E]) AddRoutes(rs ...Route[E]) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.routes = append(t.routes, rs...)
+}
+
+// AddMethods adds provided methods by name (call from init).
+func (t *Table[E]) AddMethods(ms map[string]Method[E]) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.methods == nil {
+		t.methods = map[string]Method[E]{}
+	}
+	for k, v := range ms {
+		t.methods[k] = v
+	}
+}
+
+// AddJobs adds declared jobs (call from init).
+func (t *Table[E]) AddJobs(js ...sdk.Job) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.jobs = append(t.jobs, js...)
+}
+
+// Routes returns a copy of the routes.
+func (t *Table[E]) Routes() []Route[E] {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]Route[E](nil), t.routes...)
+}
+
+// Methods returns the provided methods by name.
+func (t *Table[E]) Methods() map[string]Method[E] {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]Method[E], len(t.methods))
+	for k, v := range t.methods {
+		out[k] = v
+	}
+	return out
+}
+
+// Jobs returns a copy of the declared jobs.
+func (t *Table[E]) Jobs() []sdk.Job {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]sdk.Job(nil), t.jobs...)
+}
+
+// Manifest completes base with the table: routes (sorted, request schemas reflected from
+// Body), provided methods (sorted, with descriptions) and jobs.
+func (t *Table[E]) Manifest(base *sdk.Manifest) *sdk.Manifest {
+	m := *base
+	reflector := &jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true}
+	for _, rt := range t.Routes() {
+		access := rt.Access
+		if access == "" {
+			access = sdk.AccessEither
+		}
+		sr := sdk.Route{Method: rt.Method, Path: rt.Path, Access: access, Permission: rt.Permission, Summary: rt.Summary}
+		if rt.CompanyFromPath {
+			sr.Company = &sdk.CompanyResolution{From: "path"}
+		}
+		if rt.Body != nil {
+			if b, err := json.Marshal(reflector.Reflect(rt.Body)); err == nil {
+				sr.RequestSchema = b
+			}
+		}
+		m.Routes = append(m.Routes, sr)
+	}
+	sort.Slice(m.Routes, func(i, j int) bool {
+		if m.Routes[i].Path != m.Routes[j].Path {
+			return m.Routes[i].Path < m.Routes[j].Path
+		}
+		return m.Routes[i].Method < m.Routes[j].Method
+	})
+	methods := t.Methods()
+	names := make([]string, 0, len(methods))
+	for name := range methods {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		m.Provides = append(m.Provides, sdk.Method{Name: name, Description: methods[name].Description})
+	}
+	m.Jobs = append(m.Jobs, t.Jobs()...)
+	return &m
+}
+
+// Mux returns a ServeMux serving every route for e, with the manifest's own patterns.
+func (t *Table[E]) Mux(e E) *http.ServeMux {
+	mux := http.NewServeMux()
+	for _, r := range t.Routes() {
+		handle := r.Handle
+		mux.HandleFunc(r.Method+" "+r.Path, func(rw http.ResponseWriter, req *http.Request) { handle(e, rw, req) })
+	}
+	return mux
+}
+
+// Call dispatches a provided method; an unknown one is 501 method_not_provided.
+func (t *Table[E]) Call(e E, key string, ctx context.Context, call *sdk.MethodCall) (any, error) {
+	m, ok := t.Methods()[call.Method]
+	if !ok {
+		return nil, &sdk.Error{Status: http.StatusNotImplemented, Code: "method_not_provided", Message: key + " does not provide " + call.Method}
+	}
+	return m.Call(e, ctx, call)
+}
