@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 
 	"google.golang.org/grpc"
 
@@ -113,3 +114,16 @@ func Typed[In, Out any](h *Host, method string) func(ctx context.Context, actor 
 
 // SystemActor is the actor of work the extension does on its own behalf.
 func SystemActor() *Actor { return &extensionv1.Actor{Type: "system"} }
+
+// RequirePermission asks the kernel whether the request's actor holds a permission key in
+// a company; a refusal is a 403 *Error carrying the kernel's reason (code permission_denied).
+func (h *Host) RequirePermission(ctx context.Context, companyID, permission string) error {
+	res, err := h.Authz.Check(ctx, &hostv1.CheckRequest{Actor: ActorFrom(ctx), CompanyId: companyID, Permission: permission})
+	if err != nil {
+		return fmt.Errorf("error checking permission %s: %w", permission, err)
+	}
+	if !res.Allowed {
+		return &Error{Status: http.StatusForbidden, Message: res.Reason, Code: "permission_denied"}
+	}
+	return nil
+}

@@ -3,11 +3,9 @@ package agents
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/keelhq/keel/sdk"
-	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
 
 // The request helpers are the SDK's; these names keep the area files short.
@@ -38,14 +36,7 @@ func (a *Agents) writeErr(rw http.ResponseWriter, err error) {
 
 // requirePermission checks a permission key through the kernel (403 naming it).
 func (a *Agents) requirePermission(ctx context.Context, companyID, permission string) error {
-	res, err := a.host.Authz.Check(ctx, &hostv1.CheckRequest{Actor: sdk.ActorFrom(ctx), CompanyId: companyID, Permission: permission})
-	if err != nil {
-		return fmt.Errorf("error checking permission %s: %w", permission, err)
-	}
-	if !res.Allowed {
-		return &sdk.Error{Status: http.StatusForbidden, Message: res.Reason, Code: "permission_denied"}
-	}
-	return nil
+	return a.host.RequirePermission(ctx, companyID, permission)
 }
 
 // activity appends an activity entry attributed to the request's actor.

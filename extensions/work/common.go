@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"strconv"
@@ -13,7 +12,6 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/keelhq/keel/sdk"
-	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
 
 // The request helpers are the SDK's; these names keep the area files short.
@@ -44,14 +42,7 @@ func (w *Work) writeErr(rw http.ResponseWriter, err error) {
 
 // requirePermission checks a permission key through the kernel (403 naming it).
 func (w *Work) requirePermission(ctx context.Context, companyID, permission string) error {
-	res, err := w.host.Authz.Check(ctx, &hostv1.CheckRequest{Actor: sdk.ActorFrom(ctx), CompanyId: companyID, Permission: permission})
-	if err != nil {
-		return fmt.Errorf("error checking permission %s: %w", permission, err)
-	}
-	if !res.Allowed {
-		return &sdk.Error{Status: http.StatusForbidden, Message: res.Reason, Code: "permission_denied"}
-	}
-	return nil
+	return w.host.RequirePermission(ctx, companyID, permission)
 }
 
 // activity appends an activity entry attributed to the request's actor.
