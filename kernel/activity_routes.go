@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Activity list bounds.
@@ -210,4 +211,94 @@ func (k *Kernel) activityRoutes() []*Route {
 		Mount[activityListRequest, []*ActivityEntry](&activityListEndpoint{k}),
 		Mount[activityCreateRequest, ActivityEntry](&activityCreateEndpoint{k}),
 	}
+}
+
+// ActivityScanParams selects a company's activity in chronological order for extensions
+// that evaluate it (the routines activity gate): entries strictly after the cursor
+// (After, AfterID) and no later than Until.
+type ActivityScanParams struct {
+	CompanyID string
+	// After and AfterID are the exclusive cursor; a zero After starts at the beginning.
+	After   time.Time
+	AfterID string
+	// Until bounds createdAt inclusively; zero means no bound.
+	Until time.Time
+	// ExcludeActions drops entries with these actions.
+	ExcludeActions []string
+	// ProjectID keeps only entries about the project itself or whose details carry
+	// projectId = ProjectID.
+	ProjectID string
+	Limit     int
+}
+
+// Activity scan bounds.
+const (
+	ActivityScanDefaultLimit = 100
+	ActivityScanMaxLimit     = 1000
+)
+
+// ActivityScan returns entries matching p, oldest first.
+func (k *Kernel) ActivityScan(ctx context.Context, p *ActivityScanParams) ([]*ActivityEntry, error) {
+	if !isUUID(p.CompanyID) {
+		return []*ActivityEntry{}, nil
+	}
+	args := []any{p.CompanyID}
+	where := []string{"company_id = $1"}
+	add := func(cond string, vs ...any) {
+		idx := make([]any, len(vs))
+		for i, v := range vs {
+			args = append(args, v)
+			idx[i] = len(args)
+		}
+		where = append(where, fmt.Sprintf(cond, idx...))
+	}
+	if !p.After.IsZero() {
+		// Without an id the cursor excludes every entry at After itself.
+		afterID := "ffffffff-ffff-ffff-ffff-ffffffffffff"
+		if p.AfterID != "" {
+			if !isUUID(p.AfterID) {
+				return nil, fmt.Errorf("error scanning activity: cursor id %q is not a UUID", p.AfterID)
+			}
+			afterID = p.AfterID
+		}
+		add("(created_at, id) > ($%d, $%d::uuid)", p.After, afterID)
+	}
+	if !p.Until.IsZero() {
+		add("created_at <= $%d", p.Until)
+	}
+	if len(p.ExcludeActions) > 0 {
+		add("action <> ALL($%d::text[])", p.ExcludeActions)
+	}
+	if p.ProjectID != "" {
+		add("((entity_type = 'project' AND entity_id = $%d) OR details->>'projectId' = $%d)", p.ProjectID, p.ProjectID)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = ActivityScanDefaultLimit
+	}
+	limit = min(limit, ActivityScanMaxLimit)
+	args = append(args, limit)
+	q := `SELECT id::text, company_id::text, actor_type, actor_id, action, entity_type, entity_id, agent_id::text, run_id,
+			responsible_user_id, details, created_at
+		FROM kernel.activity_log WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY created_at, id LIMIT $` + strconv.Itoa(len(args))
+	rows, err := k.Pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("error scanning activity: %w", err)
+	}
+	defer rows.Close()
+	out := []*ActivityEntry{}
+	for rows.Next() {
+		e := &ActivityEntry{}
+		if err := rows.Scan(&e.ID, &e.CompanyID, &e.ActorType, &e.ActorID, &e.Action, &e.EntityType, &e.EntityID,
+			&e.AgentID, &e.RunID, &e.ResponsibleUserID, &e.Details, &e.CreatedAt); err != nil {
+			return nil, fmt.Errorf("error scanning activity: %w", err)
+		}
+		e.CreatedAt = e.CreatedAt.UTC()
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("error scanning activity: %w", err)
+	}
+	return out, nil
 }

@@ -140,3 +140,57 @@ func TestActivityRoutes(t *testing.T) {
 		env.Do(t, "GET", "/api/companies/"+uuid.NewString()+"/activity", nil).RequireError(t, http.StatusNotFound, "Company not found")
 	})
 }
+
+func TestActivityScan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := ktStart(t, ktLocal())
+	company := env.Company(t, map[string]any{"name": "Scan Co"})["id"].(string)
+	project := uuid.NewString()
+	insert := func(action, entityType, entityID string, details any) *kernel.ActivityEntry {
+		e, err := env.K.ActivityInsert(ctx, &kernel.ActivityInsertParams{CompanyID: company, Action: action,
+			EntityType: entityType, EntityID: entityID, Details: details})
+		require.NoError(t, err)
+		return e
+	}
+	first := insert("issue.created", "issue", "a", map[string]any{"projectId": project})
+	insert("issue.read_marked", "issue", "a", nil)
+	third := insert("project.updated", "project", project, nil)
+	insert("issue.created", "issue", "b", map[string]any{"projectId": uuid.NewString()})
+
+	scan := func(p kernel.ActivityScanParams) []string {
+		p.CompanyID = company
+		p.ExcludeActions = append(p.ExcludeActions, "company.created")
+		entries, err := env.K.ActivityScan(ctx, &p)
+		require.NoError(t, err)
+		out := []string{}
+		for _, e := range entries {
+			out = append(out, e.Action+":"+e.EntityID)
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		p    kernel.ActivityScanParams
+		want []string
+	}{
+		{"everything, oldest first", kernel.ActivityScanParams{},
+			[]string{"issue.created:a", "issue.read_marked:a", "project.updated:" + project, "issue.created:b"}},
+		{"excluded actions", kernel.ActivityScanParams{ExcludeActions: []string{"issue.read_marked"}},
+			[]string{"issue.created:a", "project.updated:" + project, "issue.created:b"}},
+		{"project scope", kernel.ActivityScanParams{ProjectID: project},
+			[]string{"issue.created:a", "project.updated:" + project}},
+		{"cursor with id", kernel.ActivityScanParams{After: first.CreatedAt, AfterID: first.ID},
+			[]string{"issue.read_marked:a", "project.updated:" + project, "issue.created:b"}},
+		{"until is inclusive", kernel.ActivityScanParams{Until: third.CreatedAt, Limit: 2},
+			[]string{"issue.created:a", "issue.read_marked:a"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, scan(tc.p))
+		})
+	}
+	require.Len(t, scan(kernel.ActivityScanParams{Until: third.CreatedAt}), 3, "created at or before the third entry")
+	_, err := env.K.ActivityScan(ctx, &kernel.ActivityScanParams{CompanyID: company, After: first.CreatedAt, AfterID: "nope"})
+	require.Error(t, err)
+}

@@ -144,6 +144,43 @@ func (s *activity) Append(ctx context.Context, req *hostv1.AppendActivityRequest
 	return &hostv1.AppendActivityResponse{Id: e.ID, CreatedAt: e.CreatedAt.UTC().Format(time.RFC3339Nano)}, nil
 }
 
+// Query scans the company's activity after a cursor, oldest first.
+func (s *activity) Query(ctx context.Context, req *hostv1.QueryActivityRequest) (*hostv1.QueryActivityResponse, error) {
+	if err := s.need(sdk.CapActivity); err != nil {
+		return nil, err
+	}
+	p := &kernel.ActivityScanParams{CompanyID: req.CompanyId, AfterID: req.AfterId, ExcludeActions: req.ExcludeActions,
+		ProjectID: req.ProjectId, Limit: int(req.Limit)}
+	var err error
+	if p.After, err = parseOptionalTime("after", req.After); err != nil {
+		return nil, err
+	}
+	if p.Until, err = parseOptionalTime("until", req.Until); err != nil {
+		return nil, err
+	}
+	entries, err := s.d.Kernel.ActivityScan(ctx, p)
+	if err != nil {
+		return nil, internal(err)
+	}
+	b, err := json.Marshal(entries)
+	if err != nil {
+		return nil, internal(err)
+	}
+	return &hostv1.QueryActivityResponse{EntriesJson: b}, nil
+}
+
+// parseOptionalTime parses an RFC 3339 instant; empty is the zero time.
+func parseOptionalTime(field, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, status.Errorf(codes.InvalidArgument, "%s is not an RFC 3339 time: %q", field, v)
+	}
+	return t, nil
+}
+
 type authz struct {
 	hostv1.UnimplementedAuthzServer
 	*base
@@ -371,6 +408,45 @@ func (s *companies) NextIssueNumber(ctx context.Context, req *hostv1.NextIssueNu
 		return nil, apiStatus(err)
 	}
 	return &hostv1.NextIssueNumberResponse{IssuePrefix: prefix, Number: n, Identifier: fmt.Sprintf("%s-%d", prefix, n)}, nil
+}
+
+// UpdateBudget applies budget state to a company: its monthly budget, this month's spend,
+// and a pause or resume by budget enforcement.
+func (s *companies) UpdateBudget(ctx context.Context, req *hostv1.UpdateCompanyBudgetRequest) (*hostv1.CompanyResponse, error) {
+	if err := s.need(sdk.CapCompanies); err != nil {
+		return nil, err
+	}
+	p := &kernel.CompanyUpdateParams{ID: req.CompanyId}
+	if req.BudgetMonthlyCents != nil {
+		if *req.BudgetMonthlyCents < 0 {
+			return nil, status.Error(codes.InvalidArgument, "budget_monthly_cents must not be negative")
+		}
+		p.BudgetMonthlyCents = kernel.PatchField[int64]{Set: true, Value: *req.BudgetMonthlyCents}
+	}
+	if req.SpentMonthlyCents != nil {
+		p.SpentMonthlyCents = kernel.PatchField[int64]{Set: true, Value: *req.SpentMonthlyCents}
+	}
+	if req.Status != nil {
+		if *req.Status != kernel.CompanyActive && *req.Status != kernel.CompanyPaused {
+			return nil, status.Errorf(codes.InvalidArgument, "status must be %s or %s", kernel.CompanyActive, kernel.CompanyPaused)
+		}
+		p.Status = kernel.PatchField[string]{Set: true, Value: *req.Status}
+	}
+	if req.PauseReason != nil {
+		p.PauseReason = kernel.PatchField[string]{Set: true, Value: *req.PauseReason, Null: *req.PauseReason == ""}
+	}
+	c, err := s.d.Kernel.CompanyUpdate(ctx, p)
+	if err != nil {
+		return nil, internal(err)
+	}
+	if c == nil {
+		return nil, status.Errorf(codes.NotFound, "company %s not found", req.CompanyId)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, internal(err)
+	}
+	return &hostv1.CompanyResponse{CompanyJson: b}, nil
 }
 
 type calls struct {

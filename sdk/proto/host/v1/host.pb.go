@@ -187,6 +187,149 @@ func (x *AppendActivityResponse) GetCreatedAt() string {
 	return ""
 }
 
+type QueryActivityRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	CompanyId string                 `protobuf:"bytes,1,opt,name=company_id,json=companyId,proto3" json:"company_id,omitempty"`
+	// after and after_id are the exclusive cursor (after is RFC 3339); empty starts at the
+	// beginning, and after without after_id excludes every entry at that instant.
+	After   string `protobuf:"bytes,2,opt,name=after,proto3" json:"after,omitempty"`
+	AfterId string `protobuf:"bytes,3,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
+	// until bounds created_at inclusively (RFC 3339); empty means no bound.
+	Until string `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
+	// exclude_actions drops entries with these actions.
+	ExcludeActions []string `protobuf:"bytes,5,rep,name=exclude_actions,json=excludeActions,proto3" json:"exclude_actions,omitempty"`
+	// project_id keeps only entries about the project or whose details carry its projectId.
+	ProjectId string `protobuf:"bytes,6,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// limit defaults to 100, at most 1000.
+	Limit         int32 `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryActivityRequest) Reset() {
+	*x = QueryActivityRequest{}
+	mi := &file_host_v1_host_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryActivityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryActivityRequest) ProtoMessage() {}
+
+func (x *QueryActivityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryActivityRequest.ProtoReflect.Descriptor instead.
+func (*QueryActivityRequest) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *QueryActivityRequest) GetCompanyId() string {
+	if x != nil {
+		return x.CompanyId
+	}
+	return ""
+}
+
+func (x *QueryActivityRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *QueryActivityRequest) GetAfterId() string {
+	if x != nil {
+		return x.AfterId
+	}
+	return ""
+}
+
+func (x *QueryActivityRequest) GetUntil() string {
+	if x != nil {
+		return x.Until
+	}
+	return ""
+}
+
+func (x *QueryActivityRequest) GetExcludeActions() []string {
+	if x != nil {
+		return x.ExcludeActions
+	}
+	return nil
+}
+
+func (x *QueryActivityRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *QueryActivityRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type QueryActivityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// entries_json is a JSON array of activity entries as the API shows them, oldest first.
+	EntriesJson   []byte `protobuf:"bytes,1,opt,name=entries_json,json=entriesJson,proto3" json:"entries_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryActivityResponse) Reset() {
+	*x = QueryActivityResponse{}
+	mi := &file_host_v1_host_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryActivityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryActivityResponse) ProtoMessage() {}
+
+func (x *QueryActivityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryActivityResponse.ProtoReflect.Descriptor instead.
+func (*QueryActivityResponse) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *QueryActivityResponse) GetEntriesJson() []byte {
+	if x != nil {
+		return x.EntriesJson
+	}
+	return nil
+}
+
 type CheckRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Actor     *v1.Actor              `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
@@ -199,7 +342,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[2]
+	mi := &file_host_v1_host_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -211,7 +354,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[2]
+	mi := &file_host_v1_host_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -224,7 +367,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{2}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CheckRequest) GetActor() *v1.Actor {
@@ -259,7 +402,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[3]
+	mi := &file_host_v1_host_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -271,7 +414,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[3]
+	mi := &file_host_v1_host_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -284,7 +427,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{3}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CheckResponse) GetAllowed() bool {
@@ -310,7 +453,7 @@ type GetAgentRequest struct {
 
 func (x *GetAgentRequest) Reset() {
 	*x = GetAgentRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[4]
+	mi := &file_host_v1_host_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -322,7 +465,7 @@ func (x *GetAgentRequest) String() string {
 func (*GetAgentRequest) ProtoMessage() {}
 
 func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[4]
+	mi := &file_host_v1_host_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -335,7 +478,7 @@ func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{4}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetAgentRequest) GetAgentId() string {
@@ -361,7 +504,7 @@ type AgentIdentity struct {
 
 func (x *AgentIdentity) Reset() {
 	*x = AgentIdentity{}
-	mi := &file_host_v1_host_proto_msgTypes[5]
+	mi := &file_host_v1_host_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -373,7 +516,7 @@ func (x *AgentIdentity) String() string {
 func (*AgentIdentity) ProtoMessage() {}
 
 func (x *AgentIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[5]
+	mi := &file_host_v1_host_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -386,7 +529,7 @@ func (x *AgentIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentIdentity.ProtoReflect.Descriptor instead.
 func (*AgentIdentity) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{5}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AgentIdentity) GetId() string {
@@ -455,7 +598,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[6]
+	mi := &file_host_v1_host_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +610,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[6]
+	mi := &file_host_v1_host_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +623,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{6}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListAgentsRequest) GetCompanyId() string {
@@ -506,7 +649,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[7]
+	mi := &file_host_v1_host_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -518,7 +661,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[7]
+	mi := &file_host_v1_host_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -531,7 +674,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{7}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*AgentIdentity {
@@ -553,7 +696,7 @@ type CreateAgentRequest struct {
 
 func (x *CreateAgentRequest) Reset() {
 	*x = CreateAgentRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[8]
+	mi := &file_host_v1_host_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +708,7 @@ func (x *CreateAgentRequest) String() string {
 func (*CreateAgentRequest) ProtoMessage() {}
 
 func (x *CreateAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[8]
+	mi := &file_host_v1_host_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +721,7 @@ func (x *CreateAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAgentRequest.ProtoReflect.Descriptor instead.
 func (*CreateAgentRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{8}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateAgentRequest) GetCompanyId() string {
@@ -619,7 +762,7 @@ type SetAgentStatusRequest struct {
 
 func (x *SetAgentStatusRequest) Reset() {
 	*x = SetAgentStatusRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[9]
+	mi := &file_host_v1_host_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +774,7 @@ func (x *SetAgentStatusRequest) String() string {
 func (*SetAgentStatusRequest) ProtoMessage() {}
 
 func (x *SetAgentStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[9]
+	mi := &file_host_v1_host_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +787,7 @@ func (x *SetAgentStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAgentStatusRequest.ProtoReflect.Descriptor instead.
 func (*SetAgentStatusRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{9}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetAgentStatusRequest) GetAgentId() string {
@@ -674,7 +817,7 @@ type UpdateAgentRequest struct {
 
 func (x *UpdateAgentRequest) Reset() {
 	*x = UpdateAgentRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[10]
+	mi := &file_host_v1_host_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +829,7 @@ func (x *UpdateAgentRequest) String() string {
 func (*UpdateAgentRequest) ProtoMessage() {}
 
 func (x *UpdateAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[10]
+	mi := &file_host_v1_host_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +842,7 @@ func (x *UpdateAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAgentRequest.ProtoReflect.Descriptor instead.
 func (*UpdateAgentRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{10}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UpdateAgentRequest) GetAgentId() string {
@@ -740,7 +883,7 @@ type SetPermissionRequest struct {
 
 func (x *SetPermissionRequest) Reset() {
 	*x = SetPermissionRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[11]
+	mi := &file_host_v1_host_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +895,7 @@ func (x *SetPermissionRequest) String() string {
 func (*SetPermissionRequest) ProtoMessage() {}
 
 func (x *SetPermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[11]
+	mi := &file_host_v1_host_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +908,7 @@ func (x *SetPermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPermissionRequest.ProtoReflect.Descriptor instead.
 func (*SetPermissionRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{11}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SetPermissionRequest) GetCompanyId() string {
@@ -818,7 +961,7 @@ type SetPermissionResponse struct {
 
 func (x *SetPermissionResponse) Reset() {
 	*x = SetPermissionResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[12]
+	mi := &file_host_v1_host_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +973,7 @@ func (x *SetPermissionResponse) String() string {
 func (*SetPermissionResponse) ProtoMessage() {}
 
 func (x *SetPermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[12]
+	mi := &file_host_v1_host_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +986,7 @@ func (x *SetPermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPermissionResponse.ProtoReflect.Descriptor instead.
 func (*SetPermissionResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{12}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{14}
 }
 
 type MintAgentTokenRequest struct {
@@ -858,7 +1001,7 @@ type MintAgentTokenRequest struct {
 
 func (x *MintAgentTokenRequest) Reset() {
 	*x = MintAgentTokenRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[13]
+	mi := &file_host_v1_host_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +1013,7 @@ func (x *MintAgentTokenRequest) String() string {
 func (*MintAgentTokenRequest) ProtoMessage() {}
 
 func (x *MintAgentTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[13]
+	mi := &file_host_v1_host_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +1026,7 @@ func (x *MintAgentTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintAgentTokenRequest.ProtoReflect.Descriptor instead.
 func (*MintAgentTokenRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{13}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MintAgentTokenRequest) GetAgentId() string {
@@ -924,7 +1067,7 @@ type MintAgentTokenResponse struct {
 
 func (x *MintAgentTokenResponse) Reset() {
 	*x = MintAgentTokenResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[14]
+	mi := &file_host_v1_host_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1079,7 @@ func (x *MintAgentTokenResponse) String() string {
 func (*MintAgentTokenResponse) ProtoMessage() {}
 
 func (x *MintAgentTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[14]
+	mi := &file_host_v1_host_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1092,7 @@ func (x *MintAgentTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintAgentTokenResponse.ProtoReflect.Descriptor instead.
 func (*MintAgentTokenResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{14}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MintAgentTokenResponse) GetToken() string {
@@ -975,7 +1118,7 @@ type GetCompanyRequest struct {
 
 func (x *GetCompanyRequest) Reset() {
 	*x = GetCompanyRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[15]
+	mi := &file_host_v1_host_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1130,7 @@ func (x *GetCompanyRequest) String() string {
 func (*GetCompanyRequest) ProtoMessage() {}
 
 func (x *GetCompanyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[15]
+	mi := &file_host_v1_host_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1143,7 @@ func (x *GetCompanyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompanyRequest.ProtoReflect.Descriptor instead.
 func (*GetCompanyRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{15}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetCompanyRequest) GetCompanyId() string {
@@ -1020,7 +1163,7 @@ type CompanyResponse struct {
 
 func (x *CompanyResponse) Reset() {
 	*x = CompanyResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[16]
+	mi := &file_host_v1_host_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1032,7 +1175,7 @@ func (x *CompanyResponse) String() string {
 func (*CompanyResponse) ProtoMessage() {}
 
 func (x *CompanyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[16]
+	mi := &file_host_v1_host_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1045,7 +1188,7 @@ func (x *CompanyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompanyResponse.ProtoReflect.Descriptor instead.
 func (*CompanyResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{16}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CompanyResponse) GetCompanyJson() []byte {
@@ -1053,6 +1196,84 @@ func (x *CompanyResponse) GetCompanyJson() []byte {
 		return x.CompanyJson
 	}
 	return nil
+}
+
+type UpdateCompanyBudgetRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	CompanyId string                 `protobuf:"bytes,1,opt,name=company_id,json=companyId,proto3" json:"company_id,omitempty"`
+	// Unset fields are left alone.
+	BudgetMonthlyCents *int64 `protobuf:"varint,2,opt,name=budget_monthly_cents,json=budgetMonthlyCents,proto3,oneof" json:"budget_monthly_cents,omitempty"`
+	SpentMonthlyCents  *int64 `protobuf:"varint,3,opt,name=spent_monthly_cents,json=spentMonthlyCents,proto3,oneof" json:"spent_monthly_cents,omitempty"`
+	// status is active or paused; pausing records pause_reason (e.g. "budget").
+	Status        *string `protobuf:"bytes,4,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	PauseReason   *string `protobuf:"bytes,5,opt,name=pause_reason,json=pauseReason,proto3,oneof" json:"pause_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateCompanyBudgetRequest) Reset() {
+	*x = UpdateCompanyBudgetRequest{}
+	mi := &file_host_v1_host_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateCompanyBudgetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateCompanyBudgetRequest) ProtoMessage() {}
+
+func (x *UpdateCompanyBudgetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateCompanyBudgetRequest.ProtoReflect.Descriptor instead.
+func (*UpdateCompanyBudgetRequest) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *UpdateCompanyBudgetRequest) GetCompanyId() string {
+	if x != nil {
+		return x.CompanyId
+	}
+	return ""
+}
+
+func (x *UpdateCompanyBudgetRequest) GetBudgetMonthlyCents() int64 {
+	if x != nil && x.BudgetMonthlyCents != nil {
+		return *x.BudgetMonthlyCents
+	}
+	return 0
+}
+
+func (x *UpdateCompanyBudgetRequest) GetSpentMonthlyCents() int64 {
+	if x != nil && x.SpentMonthlyCents != nil {
+		return *x.SpentMonthlyCents
+	}
+	return 0
+}
+
+func (x *UpdateCompanyBudgetRequest) GetStatus() string {
+	if x != nil && x.Status != nil {
+		return *x.Status
+	}
+	return ""
+}
+
+func (x *UpdateCompanyBudgetRequest) GetPauseReason() string {
+	if x != nil && x.PauseReason != nil {
+		return *x.PauseReason
+	}
+	return ""
 }
 
 type NextIssueNumberRequest struct {
@@ -1064,7 +1285,7 @@ type NextIssueNumberRequest struct {
 
 func (x *NextIssueNumberRequest) Reset() {
 	*x = NextIssueNumberRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[17]
+	mi := &file_host_v1_host_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1297,7 @@ func (x *NextIssueNumberRequest) String() string {
 func (*NextIssueNumberRequest) ProtoMessage() {}
 
 func (x *NextIssueNumberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[17]
+	mi := &file_host_v1_host_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1310,7 @@ func (x *NextIssueNumberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextIssueNumberRequest.ProtoReflect.Descriptor instead.
 func (*NextIssueNumberRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{17}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NextIssueNumberRequest) GetCompanyId() string {
@@ -1111,7 +1332,7 @@ type NextIssueNumberResponse struct {
 
 func (x *NextIssueNumberResponse) Reset() {
 	*x = NextIssueNumberResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[18]
+	mi := &file_host_v1_host_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1344,7 @@ func (x *NextIssueNumberResponse) String() string {
 func (*NextIssueNumberResponse) ProtoMessage() {}
 
 func (x *NextIssueNumberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[18]
+	mi := &file_host_v1_host_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1357,7 @@ func (x *NextIssueNumberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextIssueNumberResponse.ProtoReflect.Descriptor instead.
 func (*NextIssueNumberResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{18}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NextIssueNumberResponse) GetIssuePrefix() string {
@@ -1173,7 +1394,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[19]
+	mi := &file_host_v1_host_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1406,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[19]
+	mi := &file_host_v1_host_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1419,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{19}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *InvokeRequest) GetMethod() string {
@@ -1239,7 +1460,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[20]
+	mi := &file_host_v1_host_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1472,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[20]
+	mi := &file_host_v1_host_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1485,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{20}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *InvokeResponse) GetOutputJson() []byte {
@@ -1297,7 +1518,7 @@ type EnqueueRequest struct {
 
 func (x *EnqueueRequest) Reset() {
 	*x = EnqueueRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[21]
+	mi := &file_host_v1_host_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1530,7 @@ func (x *EnqueueRequest) String() string {
 func (*EnqueueRequest) ProtoMessage() {}
 
 func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[21]
+	mi := &file_host_v1_host_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1543,7 @@ func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{21}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *EnqueueRequest) GetJobKey() string {
@@ -1370,7 +1591,7 @@ type EnqueueResponse struct {
 
 func (x *EnqueueResponse) Reset() {
 	*x = EnqueueResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[22]
+	mi := &file_host_v1_host_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1603,7 @@ func (x *EnqueueResponse) String() string {
 func (*EnqueueResponse) ProtoMessage() {}
 
 func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[22]
+	mi := &file_host_v1_host_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1616,7 @@ func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{22}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EnqueueResponse) GetJobId() string {
@@ -1423,7 +1644,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[23]
+	mi := &file_host_v1_host_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1656,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[23]
+	mi := &file_host_v1_host_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1669,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{23}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PublishRequest) GetType() string {
@@ -1481,7 +1702,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[24]
+	mi := &file_host_v1_host_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +1714,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[24]
+	mi := &file_host_v1_host_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +1727,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{24}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PublishResponse) GetId() string {
@@ -1526,7 +1747,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[25]
+	mi := &file_host_v1_host_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1538,7 +1759,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[25]
+	mi := &file_host_v1_host_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1551,7 +1772,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{25}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetSettingsRequest) GetSection() string {
@@ -1570,7 +1791,7 @@ type GetSettingsResponse struct {
 
 func (x *GetSettingsResponse) Reset() {
 	*x = GetSettingsResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[26]
+	mi := &file_host_v1_host_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1803,7 @@ func (x *GetSettingsResponse) String() string {
 func (*GetSettingsResponse) ProtoMessage() {}
 
 func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[26]
+	mi := &file_host_v1_host_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1816,7 @@ func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*GetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{26}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetSettingsResponse) GetSettingsJson() []byte {
@@ -1617,7 +1838,7 @@ type ResolveSecretRequest struct {
 
 func (x *ResolveSecretRequest) Reset() {
 	*x = ResolveSecretRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[27]
+	mi := &file_host_v1_host_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1850,7 @@ func (x *ResolveSecretRequest) String() string {
 func (*ResolveSecretRequest) ProtoMessage() {}
 
 func (x *ResolveSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[27]
+	mi := &file_host_v1_host_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1863,7 @@ func (x *ResolveSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveSecretRequest.ProtoReflect.Descriptor instead.
 func (*ResolveSecretRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{27}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ResolveSecretRequest) GetCompanyId() string {
@@ -1676,7 +1897,7 @@ type ResolveSecretResponse struct {
 
 func (x *ResolveSecretResponse) Reset() {
 	*x = ResolveSecretResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[28]
+	mi := &file_host_v1_host_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +1909,7 @@ func (x *ResolveSecretResponse) String() string {
 func (*ResolveSecretResponse) ProtoMessage() {}
 
 func (x *ResolveSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[28]
+	mi := &file_host_v1_host_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +1922,7 @@ func (x *ResolveSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveSecretResponse.ProtoReflect.Descriptor instead.
 func (*ResolveSecretResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{28}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ResolveSecretResponse) GetValue() string {
@@ -1728,7 +1949,7 @@ type StorageKey struct {
 
 func (x *StorageKey) Reset() {
 	*x = StorageKey{}
-	mi := &file_host_v1_host_proto_msgTypes[29]
+	mi := &file_host_v1_host_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +1961,7 @@ func (x *StorageKey) String() string {
 func (*StorageKey) ProtoMessage() {}
 
 func (x *StorageKey) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[29]
+	mi := &file_host_v1_host_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +1974,7 @@ func (x *StorageKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageKey.ProtoReflect.Descriptor instead.
 func (*StorageKey) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{29}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StorageKey) GetCompanyId() string {
@@ -1780,7 +2001,7 @@ type StorageGetResponse struct {
 
 func (x *StorageGetResponse) Reset() {
 	*x = StorageGetResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[30]
+	mi := &file_host_v1_host_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +2013,7 @@ func (x *StorageGetResponse) String() string {
 func (*StorageGetResponse) ProtoMessage() {}
 
 func (x *StorageGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[30]
+	mi := &file_host_v1_host_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +2026,7 @@ func (x *StorageGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageGetResponse.ProtoReflect.Descriptor instead.
 func (*StorageGetResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{30}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StorageGetResponse) GetValue() []byte {
@@ -1833,7 +2054,7 @@ type StorageSetRequest struct {
 
 func (x *StorageSetRequest) Reset() {
 	*x = StorageSetRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[31]
+	mi := &file_host_v1_host_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +2066,7 @@ func (x *StorageSetRequest) String() string {
 func (*StorageSetRequest) ProtoMessage() {}
 
 func (x *StorageSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[31]
+	mi := &file_host_v1_host_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +2079,7 @@ func (x *StorageSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageSetRequest.ProtoReflect.Descriptor instead.
 func (*StorageSetRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{31}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StorageSetRequest) GetCompanyId() string {
@@ -1890,7 +2111,7 @@ type StorageSetResponse struct {
 
 func (x *StorageSetResponse) Reset() {
 	*x = StorageSetResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[32]
+	mi := &file_host_v1_host_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +2123,7 @@ func (x *StorageSetResponse) String() string {
 func (*StorageSetResponse) ProtoMessage() {}
 
 func (x *StorageSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[32]
+	mi := &file_host_v1_host_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +2136,7 @@ func (x *StorageSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageSetResponse.ProtoReflect.Descriptor instead.
 func (*StorageSetResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{32}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{35}
 }
 
 type StorageDeleteResponse struct {
@@ -1927,7 +2148,7 @@ type StorageDeleteResponse struct {
 
 func (x *StorageDeleteResponse) Reset() {
 	*x = StorageDeleteResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[33]
+	mi := &file_host_v1_host_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +2160,7 @@ func (x *StorageDeleteResponse) String() string {
 func (*StorageDeleteResponse) ProtoMessage() {}
 
 func (x *StorageDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[33]
+	mi := &file_host_v1_host_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +2173,7 @@ func (x *StorageDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageDeleteResponse.ProtoReflect.Descriptor instead.
 func (*StorageDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{33}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StorageDeleteResponse) GetDeleted() bool {
@@ -1983,7 +2204,19 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\x16AppendActivityResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
-	"created_at\x18\x02 \x01(\tR\tcreatedAt\"}\n" +
+	"created_at\x18\x02 \x01(\tR\tcreatedAt\"\xda\x01\n" +
+	"\x14QueryActivityRequest\x12\x1d\n" +
+	"\n" +
+	"company_id\x18\x01 \x01(\tR\tcompanyId\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\tR\x05after\x12\x19\n" +
+	"\bafter_id\x18\x03 \x01(\tR\aafterId\x12\x14\n" +
+	"\x05until\x18\x04 \x01(\tR\x05until\x12'\n" +
+	"\x0fexclude_actions\x18\x05 \x03(\tR\x0eexcludeActions\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x06 \x01(\tR\tprojectId\x12\x14\n" +
+	"\x05limit\x18\a \x01(\x05R\x05limit\":\n" +
+	"\x15QueryActivityResponse\x12!\n" +
+	"\fentries_json\x18\x01 \x01(\fR\ventriesJson\"}\n" +
 	"\fCheckRequest\x12.\n" +
 	"\x05actor\x18\x01 \x01(\v2\x18.keel.extension.v1.ActorR\x05actor\x12\x1d\n" +
 	"\n" +
@@ -2054,7 +2287,18 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\n" +
 	"company_id\x18\x01 \x01(\tR\tcompanyId\"4\n" +
 	"\x0fCompanyResponse\x12!\n" +
-	"\fcompany_json\x18\x01 \x01(\fR\vcompanyJson\"7\n" +
+	"\fcompany_json\x18\x01 \x01(\fR\vcompanyJson\"\xb9\x02\n" +
+	"\x1aUpdateCompanyBudgetRequest\x12\x1d\n" +
+	"\n" +
+	"company_id\x18\x01 \x01(\tR\tcompanyId\x125\n" +
+	"\x14budget_monthly_cents\x18\x02 \x01(\x03H\x00R\x12budgetMonthlyCents\x88\x01\x01\x123\n" +
+	"\x13spent_monthly_cents\x18\x03 \x01(\x03H\x01R\x11spentMonthlyCents\x88\x01\x01\x12\x1b\n" +
+	"\x06status\x18\x04 \x01(\tH\x02R\x06status\x88\x01\x01\x12&\n" +
+	"\fpause_reason\x18\x05 \x01(\tH\x03R\vpauseReason\x88\x01\x01B\x17\n" +
+	"\x15_budget_monthly_centsB\x16\n" +
+	"\x14_spent_monthly_centsB\t\n" +
+	"\a_statusB\x0f\n" +
+	"\r_pause_reason\"7\n" +
 	"\x16NextIssueNumberRequest\x12\x1d\n" +
 	"\n" +
 	"company_id\x18\x01 \x01(\tR\tcompanyId\"t\n" +
@@ -2119,9 +2363,10 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\x05value\x18\x03 \x01(\fR\x05value\"\x14\n" +
 	"\x12StorageSetResponse\"1\n" +
 	"\x15StorageDeleteResponse\x12\x18\n" +
-	"\adeleted\x18\x01 \x01(\bR\adeleted2_\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted2\xb1\x01\n" +
 	"\bActivity\x12S\n" +
-	"\x06Append\x12#.keel.host.v1.AppendActivityRequest\x1a$.keel.host.v1.AppendActivityResponse2I\n" +
+	"\x06Append\x12#.keel.host.v1.AppendActivityRequest\x1a$.keel.host.v1.AppendActivityResponse\x12P\n" +
+	"\x05Query\x12\".keel.host.v1.QueryActivityRequest\x1a#.keel.host.v1.QueryActivityResponse2I\n" +
 	"\x05Authz\x12@\n" +
 	"\x05Check\x12\x1a.keel.host.v1.CheckRequest\x1a\x1b.keel.host.v1.CheckResponse2\xcc\x04\n" +
 	"\n" +
@@ -2133,10 +2378,11 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\x0eSetAgentStatus\x12#.keel.host.v1.SetAgentStatusRequest\x1a\x1b.keel.host.v1.AgentIdentity\x12[\n" +
 	"\x0eMintAgentToken\x12#.keel.host.v1.MintAgentTokenRequest\x1a$.keel.host.v1.MintAgentTokenResponse\x12L\n" +
 	"\vUpdateAgent\x12 .keel.host.v1.UpdateAgentRequest\x1a\x1b.keel.host.v1.AgentIdentity\x12X\n" +
-	"\rSetPermission\x12\".keel.host.v1.SetPermissionRequest\x1a#.keel.host.v1.SetPermissionResponse2\xb2\x01\n" +
+	"\rSetPermission\x12\".keel.host.v1.SetPermissionRequest\x1a#.keel.host.v1.SetPermissionResponse2\x8b\x02\n" +
 	"\tCompanies\x12E\n" +
 	"\x03Get\x12\x1f.keel.host.v1.GetCompanyRequest\x1a\x1d.keel.host.v1.CompanyResponse\x12^\n" +
-	"\x0fNextIssueNumber\x12$.keel.host.v1.NextIssueNumberRequest\x1a%.keel.host.v1.NextIssueNumberResponse2L\n" +
+	"\x0fNextIssueNumber\x12$.keel.host.v1.NextIssueNumberRequest\x1a%.keel.host.v1.NextIssueNumberResponse\x12W\n" +
+	"\fUpdateBudget\x12(.keel.host.v1.UpdateCompanyBudgetRequest\x1a\x1d.keel.host.v1.CompanyResponse2L\n" +
 	"\x05Calls\x12C\n" +
 	"\x06Invoke\x12\x1b.keel.host.v1.InvokeRequest\x1a\x1c.keel.host.v1.InvokeResponse2N\n" +
 	"\x04Jobs\x12F\n" +
@@ -2164,90 +2410,97 @@ func file_host_v1_host_proto_rawDescGZIP() []byte {
 	return file_host_v1_host_proto_rawDescData
 }
 
-var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_host_v1_host_proto_goTypes = []any{
-	(*AppendActivityRequest)(nil),   // 0: keel.host.v1.AppendActivityRequest
-	(*AppendActivityResponse)(nil),  // 1: keel.host.v1.AppendActivityResponse
-	(*CheckRequest)(nil),            // 2: keel.host.v1.CheckRequest
-	(*CheckResponse)(nil),           // 3: keel.host.v1.CheckResponse
-	(*GetAgentRequest)(nil),         // 4: keel.host.v1.GetAgentRequest
-	(*AgentIdentity)(nil),           // 5: keel.host.v1.AgentIdentity
-	(*ListAgentsRequest)(nil),       // 6: keel.host.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),      // 7: keel.host.v1.ListAgentsResponse
-	(*CreateAgentRequest)(nil),      // 8: keel.host.v1.CreateAgentRequest
-	(*SetAgentStatusRequest)(nil),   // 9: keel.host.v1.SetAgentStatusRequest
-	(*UpdateAgentRequest)(nil),      // 10: keel.host.v1.UpdateAgentRequest
-	(*SetPermissionRequest)(nil),    // 11: keel.host.v1.SetPermissionRequest
-	(*SetPermissionResponse)(nil),   // 12: keel.host.v1.SetPermissionResponse
-	(*MintAgentTokenRequest)(nil),   // 13: keel.host.v1.MintAgentTokenRequest
-	(*MintAgentTokenResponse)(nil),  // 14: keel.host.v1.MintAgentTokenResponse
-	(*GetCompanyRequest)(nil),       // 15: keel.host.v1.GetCompanyRequest
-	(*CompanyResponse)(nil),         // 16: keel.host.v1.CompanyResponse
-	(*NextIssueNumberRequest)(nil),  // 17: keel.host.v1.NextIssueNumberRequest
-	(*NextIssueNumberResponse)(nil), // 18: keel.host.v1.NextIssueNumberResponse
-	(*InvokeRequest)(nil),           // 19: keel.host.v1.InvokeRequest
-	(*InvokeResponse)(nil),          // 20: keel.host.v1.InvokeResponse
-	(*EnqueueRequest)(nil),          // 21: keel.host.v1.EnqueueRequest
-	(*EnqueueResponse)(nil),         // 22: keel.host.v1.EnqueueResponse
-	(*PublishRequest)(nil),          // 23: keel.host.v1.PublishRequest
-	(*PublishResponse)(nil),         // 24: keel.host.v1.PublishResponse
-	(*GetSettingsRequest)(nil),      // 25: keel.host.v1.GetSettingsRequest
-	(*GetSettingsResponse)(nil),     // 26: keel.host.v1.GetSettingsResponse
-	(*ResolveSecretRequest)(nil),    // 27: keel.host.v1.ResolveSecretRequest
-	(*ResolveSecretResponse)(nil),   // 28: keel.host.v1.ResolveSecretResponse
-	(*StorageKey)(nil),              // 29: keel.host.v1.StorageKey
-	(*StorageGetResponse)(nil),      // 30: keel.host.v1.StorageGetResponse
-	(*StorageSetRequest)(nil),       // 31: keel.host.v1.StorageSetRequest
-	(*StorageSetResponse)(nil),      // 32: keel.host.v1.StorageSetResponse
-	(*StorageDeleteResponse)(nil),   // 33: keel.host.v1.StorageDeleteResponse
-	(*v1.Actor)(nil),                // 34: keel.extension.v1.Actor
-	(*v1.Error)(nil),                // 35: keel.extension.v1.Error
+	(*AppendActivityRequest)(nil),      // 0: keel.host.v1.AppendActivityRequest
+	(*AppendActivityResponse)(nil),     // 1: keel.host.v1.AppendActivityResponse
+	(*QueryActivityRequest)(nil),       // 2: keel.host.v1.QueryActivityRequest
+	(*QueryActivityResponse)(nil),      // 3: keel.host.v1.QueryActivityResponse
+	(*CheckRequest)(nil),               // 4: keel.host.v1.CheckRequest
+	(*CheckResponse)(nil),              // 5: keel.host.v1.CheckResponse
+	(*GetAgentRequest)(nil),            // 6: keel.host.v1.GetAgentRequest
+	(*AgentIdentity)(nil),              // 7: keel.host.v1.AgentIdentity
+	(*ListAgentsRequest)(nil),          // 8: keel.host.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),         // 9: keel.host.v1.ListAgentsResponse
+	(*CreateAgentRequest)(nil),         // 10: keel.host.v1.CreateAgentRequest
+	(*SetAgentStatusRequest)(nil),      // 11: keel.host.v1.SetAgentStatusRequest
+	(*UpdateAgentRequest)(nil),         // 12: keel.host.v1.UpdateAgentRequest
+	(*SetPermissionRequest)(nil),       // 13: keel.host.v1.SetPermissionRequest
+	(*SetPermissionResponse)(nil),      // 14: keel.host.v1.SetPermissionResponse
+	(*MintAgentTokenRequest)(nil),      // 15: keel.host.v1.MintAgentTokenRequest
+	(*MintAgentTokenResponse)(nil),     // 16: keel.host.v1.MintAgentTokenResponse
+	(*GetCompanyRequest)(nil),          // 17: keel.host.v1.GetCompanyRequest
+	(*CompanyResponse)(nil),            // 18: keel.host.v1.CompanyResponse
+	(*UpdateCompanyBudgetRequest)(nil), // 19: keel.host.v1.UpdateCompanyBudgetRequest
+	(*NextIssueNumberRequest)(nil),     // 20: keel.host.v1.NextIssueNumberRequest
+	(*NextIssueNumberResponse)(nil),    // 21: keel.host.v1.NextIssueNumberResponse
+	(*InvokeRequest)(nil),              // 22: keel.host.v1.InvokeRequest
+	(*InvokeResponse)(nil),             // 23: keel.host.v1.InvokeResponse
+	(*EnqueueRequest)(nil),             // 24: keel.host.v1.EnqueueRequest
+	(*EnqueueResponse)(nil),            // 25: keel.host.v1.EnqueueResponse
+	(*PublishRequest)(nil),             // 26: keel.host.v1.PublishRequest
+	(*PublishResponse)(nil),            // 27: keel.host.v1.PublishResponse
+	(*GetSettingsRequest)(nil),         // 28: keel.host.v1.GetSettingsRequest
+	(*GetSettingsResponse)(nil),        // 29: keel.host.v1.GetSettingsResponse
+	(*ResolveSecretRequest)(nil),       // 30: keel.host.v1.ResolveSecretRequest
+	(*ResolveSecretResponse)(nil),      // 31: keel.host.v1.ResolveSecretResponse
+	(*StorageKey)(nil),                 // 32: keel.host.v1.StorageKey
+	(*StorageGetResponse)(nil),         // 33: keel.host.v1.StorageGetResponse
+	(*StorageSetRequest)(nil),          // 34: keel.host.v1.StorageSetRequest
+	(*StorageSetResponse)(nil),         // 35: keel.host.v1.StorageSetResponse
+	(*StorageDeleteResponse)(nil),      // 36: keel.host.v1.StorageDeleteResponse
+	(*v1.Actor)(nil),                   // 37: keel.extension.v1.Actor
+	(*v1.Error)(nil),                   // 38: keel.extension.v1.Error
 }
 var file_host_v1_host_proto_depIdxs = []int32{
-	34, // 0: keel.host.v1.CheckRequest.actor:type_name -> keel.extension.v1.Actor
-	5,  // 1: keel.host.v1.ListAgentsResponse.agents:type_name -> keel.host.v1.AgentIdentity
-	34, // 2: keel.host.v1.InvokeRequest.actor:type_name -> keel.extension.v1.Actor
-	35, // 3: keel.host.v1.InvokeResponse.error:type_name -> keel.extension.v1.Error
+	37, // 0: keel.host.v1.CheckRequest.actor:type_name -> keel.extension.v1.Actor
+	7,  // 1: keel.host.v1.ListAgentsResponse.agents:type_name -> keel.host.v1.AgentIdentity
+	37, // 2: keel.host.v1.InvokeRequest.actor:type_name -> keel.extension.v1.Actor
+	38, // 3: keel.host.v1.InvokeResponse.error:type_name -> keel.extension.v1.Error
 	0,  // 4: keel.host.v1.Activity.Append:input_type -> keel.host.v1.AppendActivityRequest
-	2,  // 5: keel.host.v1.Authz.Check:input_type -> keel.host.v1.CheckRequest
-	4,  // 6: keel.host.v1.Principals.GetAgent:input_type -> keel.host.v1.GetAgentRequest
-	6,  // 7: keel.host.v1.Principals.ListAgents:input_type -> keel.host.v1.ListAgentsRequest
-	8,  // 8: keel.host.v1.Principals.CreateAgent:input_type -> keel.host.v1.CreateAgentRequest
-	9,  // 9: keel.host.v1.Principals.SetAgentStatus:input_type -> keel.host.v1.SetAgentStatusRequest
-	13, // 10: keel.host.v1.Principals.MintAgentToken:input_type -> keel.host.v1.MintAgentTokenRequest
-	10, // 11: keel.host.v1.Principals.UpdateAgent:input_type -> keel.host.v1.UpdateAgentRequest
-	11, // 12: keel.host.v1.Principals.SetPermission:input_type -> keel.host.v1.SetPermissionRequest
-	15, // 13: keel.host.v1.Companies.Get:input_type -> keel.host.v1.GetCompanyRequest
-	17, // 14: keel.host.v1.Companies.NextIssueNumber:input_type -> keel.host.v1.NextIssueNumberRequest
-	19, // 15: keel.host.v1.Calls.Invoke:input_type -> keel.host.v1.InvokeRequest
-	21, // 16: keel.host.v1.Jobs.Enqueue:input_type -> keel.host.v1.EnqueueRequest
-	23, // 17: keel.host.v1.Events.Publish:input_type -> keel.host.v1.PublishRequest
-	25, // 18: keel.host.v1.Settings.Get:input_type -> keel.host.v1.GetSettingsRequest
-	27, // 19: keel.host.v1.Secrets.Resolve:input_type -> keel.host.v1.ResolveSecretRequest
-	29, // 20: keel.host.v1.Storage.Get:input_type -> keel.host.v1.StorageKey
-	31, // 21: keel.host.v1.Storage.Set:input_type -> keel.host.v1.StorageSetRequest
-	29, // 22: keel.host.v1.Storage.Delete:input_type -> keel.host.v1.StorageKey
-	1,  // 23: keel.host.v1.Activity.Append:output_type -> keel.host.v1.AppendActivityResponse
-	3,  // 24: keel.host.v1.Authz.Check:output_type -> keel.host.v1.CheckResponse
-	5,  // 25: keel.host.v1.Principals.GetAgent:output_type -> keel.host.v1.AgentIdentity
-	7,  // 26: keel.host.v1.Principals.ListAgents:output_type -> keel.host.v1.ListAgentsResponse
-	5,  // 27: keel.host.v1.Principals.CreateAgent:output_type -> keel.host.v1.AgentIdentity
-	5,  // 28: keel.host.v1.Principals.SetAgentStatus:output_type -> keel.host.v1.AgentIdentity
-	14, // 29: keel.host.v1.Principals.MintAgentToken:output_type -> keel.host.v1.MintAgentTokenResponse
-	5,  // 30: keel.host.v1.Principals.UpdateAgent:output_type -> keel.host.v1.AgentIdentity
-	12, // 31: keel.host.v1.Principals.SetPermission:output_type -> keel.host.v1.SetPermissionResponse
-	16, // 32: keel.host.v1.Companies.Get:output_type -> keel.host.v1.CompanyResponse
-	18, // 33: keel.host.v1.Companies.NextIssueNumber:output_type -> keel.host.v1.NextIssueNumberResponse
-	20, // 34: keel.host.v1.Calls.Invoke:output_type -> keel.host.v1.InvokeResponse
-	22, // 35: keel.host.v1.Jobs.Enqueue:output_type -> keel.host.v1.EnqueueResponse
-	24, // 36: keel.host.v1.Events.Publish:output_type -> keel.host.v1.PublishResponse
-	26, // 37: keel.host.v1.Settings.Get:output_type -> keel.host.v1.GetSettingsResponse
-	28, // 38: keel.host.v1.Secrets.Resolve:output_type -> keel.host.v1.ResolveSecretResponse
-	30, // 39: keel.host.v1.Storage.Get:output_type -> keel.host.v1.StorageGetResponse
-	32, // 40: keel.host.v1.Storage.Set:output_type -> keel.host.v1.StorageSetResponse
-	33, // 41: keel.host.v1.Storage.Delete:output_type -> keel.host.v1.StorageDeleteResponse
-	23, // [23:42] is the sub-list for method output_type
-	4,  // [4:23] is the sub-list for method input_type
+	2,  // 5: keel.host.v1.Activity.Query:input_type -> keel.host.v1.QueryActivityRequest
+	4,  // 6: keel.host.v1.Authz.Check:input_type -> keel.host.v1.CheckRequest
+	6,  // 7: keel.host.v1.Principals.GetAgent:input_type -> keel.host.v1.GetAgentRequest
+	8,  // 8: keel.host.v1.Principals.ListAgents:input_type -> keel.host.v1.ListAgentsRequest
+	10, // 9: keel.host.v1.Principals.CreateAgent:input_type -> keel.host.v1.CreateAgentRequest
+	11, // 10: keel.host.v1.Principals.SetAgentStatus:input_type -> keel.host.v1.SetAgentStatusRequest
+	15, // 11: keel.host.v1.Principals.MintAgentToken:input_type -> keel.host.v1.MintAgentTokenRequest
+	12, // 12: keel.host.v1.Principals.UpdateAgent:input_type -> keel.host.v1.UpdateAgentRequest
+	13, // 13: keel.host.v1.Principals.SetPermission:input_type -> keel.host.v1.SetPermissionRequest
+	17, // 14: keel.host.v1.Companies.Get:input_type -> keel.host.v1.GetCompanyRequest
+	20, // 15: keel.host.v1.Companies.NextIssueNumber:input_type -> keel.host.v1.NextIssueNumberRequest
+	19, // 16: keel.host.v1.Companies.UpdateBudget:input_type -> keel.host.v1.UpdateCompanyBudgetRequest
+	22, // 17: keel.host.v1.Calls.Invoke:input_type -> keel.host.v1.InvokeRequest
+	24, // 18: keel.host.v1.Jobs.Enqueue:input_type -> keel.host.v1.EnqueueRequest
+	26, // 19: keel.host.v1.Events.Publish:input_type -> keel.host.v1.PublishRequest
+	28, // 20: keel.host.v1.Settings.Get:input_type -> keel.host.v1.GetSettingsRequest
+	30, // 21: keel.host.v1.Secrets.Resolve:input_type -> keel.host.v1.ResolveSecretRequest
+	32, // 22: keel.host.v1.Storage.Get:input_type -> keel.host.v1.StorageKey
+	34, // 23: keel.host.v1.Storage.Set:input_type -> keel.host.v1.StorageSetRequest
+	32, // 24: keel.host.v1.Storage.Delete:input_type -> keel.host.v1.StorageKey
+	1,  // 25: keel.host.v1.Activity.Append:output_type -> keel.host.v1.AppendActivityResponse
+	3,  // 26: keel.host.v1.Activity.Query:output_type -> keel.host.v1.QueryActivityResponse
+	5,  // 27: keel.host.v1.Authz.Check:output_type -> keel.host.v1.CheckResponse
+	7,  // 28: keel.host.v1.Principals.GetAgent:output_type -> keel.host.v1.AgentIdentity
+	9,  // 29: keel.host.v1.Principals.ListAgents:output_type -> keel.host.v1.ListAgentsResponse
+	7,  // 30: keel.host.v1.Principals.CreateAgent:output_type -> keel.host.v1.AgentIdentity
+	7,  // 31: keel.host.v1.Principals.SetAgentStatus:output_type -> keel.host.v1.AgentIdentity
+	16, // 32: keel.host.v1.Principals.MintAgentToken:output_type -> keel.host.v1.MintAgentTokenResponse
+	7,  // 33: keel.host.v1.Principals.UpdateAgent:output_type -> keel.host.v1.AgentIdentity
+	14, // 34: keel.host.v1.Principals.SetPermission:output_type -> keel.host.v1.SetPermissionResponse
+	18, // 35: keel.host.v1.Companies.Get:output_type -> keel.host.v1.CompanyResponse
+	21, // 36: keel.host.v1.Companies.NextIssueNumber:output_type -> keel.host.v1.NextIssueNumberResponse
+	18, // 37: keel.host.v1.Companies.UpdateBudget:output_type -> keel.host.v1.CompanyResponse
+	23, // 38: keel.host.v1.Calls.Invoke:output_type -> keel.host.v1.InvokeResponse
+	25, // 39: keel.host.v1.Jobs.Enqueue:output_type -> keel.host.v1.EnqueueResponse
+	27, // 40: keel.host.v1.Events.Publish:output_type -> keel.host.v1.PublishResponse
+	29, // 41: keel.host.v1.Settings.Get:output_type -> keel.host.v1.GetSettingsResponse
+	31, // 42: keel.host.v1.Secrets.Resolve:output_type -> keel.host.v1.ResolveSecretResponse
+	33, // 43: keel.host.v1.Storage.Get:output_type -> keel.host.v1.StorageGetResponse
+	35, // 44: keel.host.v1.Storage.Set:output_type -> keel.host.v1.StorageSetResponse
+	36, // 45: keel.host.v1.Storage.Delete:output_type -> keel.host.v1.StorageDeleteResponse
+	25, // [25:46] is the sub-list for method output_type
+	4,  // [4:25] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -2258,14 +2511,15 @@ func file_host_v1_host_proto_init() {
 	if File_host_v1_host_proto != nil {
 		return
 	}
-	file_host_v1_host_proto_msgTypes[10].OneofWrappers = []any{}
+	file_host_v1_host_proto_msgTypes[12].OneofWrappers = []any{}
+	file_host_v1_host_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_host_v1_host_proto_rawDesc), len(file_host_v1_host_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   10,
 		},

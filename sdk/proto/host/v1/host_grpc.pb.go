@@ -24,15 +24,19 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Activity_Append_FullMethodName = "/keel.host.v1.Activity/Append"
+	Activity_Query_FullMethodName  = "/keel.host.v1.Activity/Query"
 )
 
 // ActivityClient is the client API for Activity service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Activity appends entries to the company activity log, which is also the event stream.
+// Activity appends entries to the company activity log, which is also the event stream,
+// and scans it in chronological order.
 type ActivityClient interface {
 	Append(ctx context.Context, in *AppendActivityRequest, opts ...grpc.CallOption) (*AppendActivityResponse, error)
+	// Query returns a company's entries after a cursor, oldest first.
+	Query(ctx context.Context, in *QueryActivityRequest, opts ...grpc.CallOption) (*QueryActivityResponse, error)
 }
 
 type activityClient struct {
@@ -53,13 +57,26 @@ func (c *activityClient) Append(ctx context.Context, in *AppendActivityRequest, 
 	return out, nil
 }
 
+func (c *activityClient) Query(ctx context.Context, in *QueryActivityRequest, opts ...grpc.CallOption) (*QueryActivityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QueryActivityResponse)
+	err := c.cc.Invoke(ctx, Activity_Query_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ActivityServer is the server API for Activity service.
 // All implementations must embed UnimplementedActivityServer
 // for forward compatibility.
 //
-// Activity appends entries to the company activity log, which is also the event stream.
+// Activity appends entries to the company activity log, which is also the event stream,
+// and scans it in chronological order.
 type ActivityServer interface {
 	Append(context.Context, *AppendActivityRequest) (*AppendActivityResponse, error)
+	// Query returns a company's entries after a cursor, oldest first.
+	Query(context.Context, *QueryActivityRequest) (*QueryActivityResponse, error)
 	mustEmbedUnimplementedActivityServer()
 }
 
@@ -72,6 +89,9 @@ type UnimplementedActivityServer struct{}
 
 func (UnimplementedActivityServer) Append(context.Context, *AppendActivityRequest) (*AppendActivityResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Append not implemented")
+}
+func (UnimplementedActivityServer) Query(context.Context, *QueryActivityRequest) (*QueryActivityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Query not implemented")
 }
 func (UnimplementedActivityServer) mustEmbedUnimplementedActivityServer() {}
 func (UnimplementedActivityServer) testEmbeddedByValue()                  {}
@@ -112,6 +132,24 @@ func _Activity_Append_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Activity_Query_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QueryActivityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ActivityServer).Query(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Activity_Query_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ActivityServer).Query(ctx, req.(*QueryActivityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Activity_ServiceDesc is the grpc.ServiceDesc for Activity service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -122,6 +160,10 @@ var Activity_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Append",
 			Handler:    _Activity_Append_Handler,
+		},
+		{
+			MethodName: "Query",
+			Handler:    _Activity_Query_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
@@ -577,17 +619,21 @@ var Principals_ServiceDesc = grpc.ServiceDesc{
 const (
 	Companies_Get_FullMethodName             = "/keel.host.v1.Companies/Get"
 	Companies_NextIssueNumber_FullMethodName = "/keel.host.v1.Companies/NextIssueNumber"
+	Companies_UpdateBudget_FullMethodName    = "/keel.host.v1.Companies/UpdateBudget"
 )
 
 // CompaniesClient is the client API for Companies service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Companies reads company records and hands out issue numbers.
+// Companies reads company records, hands out issue numbers and applies budget state.
 type CompaniesClient interface {
 	Get(ctx context.Context, in *GetCompanyRequest, opts ...grpc.CallOption) (*CompanyResponse, error)
 	// NextIssueNumber atomically advances the company's issue counter; numbers never repeat.
 	NextIssueNumber(ctx context.Context, in *NextIssueNumberRequest, opts ...grpc.CallOption) (*NextIssueNumberResponse, error)
+	// UpdateBudget sets the company's monthly budget, its spend this month, or pauses and
+	// resumes it (budget enforcement). It returns the company.
+	UpdateBudget(ctx context.Context, in *UpdateCompanyBudgetRequest, opts ...grpc.CallOption) (*CompanyResponse, error)
 }
 
 type companiesClient struct {
@@ -618,15 +664,28 @@ func (c *companiesClient) NextIssueNumber(ctx context.Context, in *NextIssueNumb
 	return out, nil
 }
 
+func (c *companiesClient) UpdateBudget(ctx context.Context, in *UpdateCompanyBudgetRequest, opts ...grpc.CallOption) (*CompanyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompanyResponse)
+	err := c.cc.Invoke(ctx, Companies_UpdateBudget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CompaniesServer is the server API for Companies service.
 // All implementations must embed UnimplementedCompaniesServer
 // for forward compatibility.
 //
-// Companies reads company records and hands out issue numbers.
+// Companies reads company records, hands out issue numbers and applies budget state.
 type CompaniesServer interface {
 	Get(context.Context, *GetCompanyRequest) (*CompanyResponse, error)
 	// NextIssueNumber atomically advances the company's issue counter; numbers never repeat.
 	NextIssueNumber(context.Context, *NextIssueNumberRequest) (*NextIssueNumberResponse, error)
+	// UpdateBudget sets the company's monthly budget, its spend this month, or pauses and
+	// resumes it (budget enforcement). It returns the company.
+	UpdateBudget(context.Context, *UpdateCompanyBudgetRequest) (*CompanyResponse, error)
 	mustEmbedUnimplementedCompaniesServer()
 }
 
@@ -642,6 +701,9 @@ func (UnimplementedCompaniesServer) Get(context.Context, *GetCompanyRequest) (*C
 }
 func (UnimplementedCompaniesServer) NextIssueNumber(context.Context, *NextIssueNumberRequest) (*NextIssueNumberResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method NextIssueNumber not implemented")
+}
+func (UnimplementedCompaniesServer) UpdateBudget(context.Context, *UpdateCompanyBudgetRequest) (*CompanyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateBudget not implemented")
 }
 func (UnimplementedCompaniesServer) mustEmbedUnimplementedCompaniesServer() {}
 func (UnimplementedCompaniesServer) testEmbeddedByValue()                   {}
@@ -700,6 +762,24 @@ func _Companies_NextIssueNumber_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Companies_UpdateBudget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateCompanyBudgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CompaniesServer).UpdateBudget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Companies_UpdateBudget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CompaniesServer).UpdateBudget(ctx, req.(*UpdateCompanyBudgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Companies_ServiceDesc is the grpc.ServiceDesc for Companies service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -714,6 +794,10 @@ var Companies_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "NextIssueNumber",
 			Handler:    _Companies_NextIssueNumber_Handler,
+		},
+		{
+			MethodName: "UpdateBudget",
+			Handler:    _Companies_UpdateBudget_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
