@@ -260,6 +260,17 @@ func (r *roster) ancestors(ag *agentRef) []*agentRef {
 	return out
 }
 
+// invalidAncestor returns the first manager up ag's chain that is terminated or pending
+// approval, or nil when the chain is valid.
+func (r *roster) invalidAncestor(ag *agentRef) *agentRef {
+	for _, x := range r.ancestors(ag) {
+		if x.ID.Status == statusTerminated || x.ID.Status == statusPendingApproval {
+			return x
+		}
+	}
+	return nil
+}
+
 // agentRecord is the API form of an agent.
 type agentRecord struct {
 	ID                   string          `json:"id"`

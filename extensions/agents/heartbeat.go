@@ -109,6 +109,10 @@ func (a *Agents) wakeRoute(rw http.ResponseWriter, r *http.Request) {
 		a.writeErr(rw, err)
 		return
 	}
+	if err := a.requireValidOrgChain(ctx, agent); err != nil {
+		a.writeErr(rw, err)
+		return
+	}
 	out, err := a.engine.wakeup(ctx, &wakeInput{
 		AgentID: agent.Id, CompanyID: agent.CompanyId, Source: body.Source, TriggerDetail: body.TriggerDetail,
 		Reason: body.Reason, Payload: body.Payload, IdempotencyKey: body.IdempotencyKey,
@@ -132,6 +136,25 @@ func (a *Agents) wakeRoute(rw http.ResponseWriter, r *http.Request) {
 		a.log.Warn("error logging heartbeat.invoked", "error", err)
 	}
 	sdk.WriteJSON(rw, http.StatusAccepted, out.body())
+}
+
+// requireValidOrgChain refuses (409) to wake an agent whose chain of command runs through
+// a terminated or pending-approval manager (REFERENCE 2.6: an invalid org chain gives 409).
+func (a *Agents) requireValidOrgChain(ctx context.Context, agent *hostv1.AgentIdentity) error {
+	r, err := a.loadRoster(ctx, agent.CompanyId)
+	if err != nil {
+		return err
+	}
+	ag := r.byID[agent.Id]
+	if ag == nil {
+		return nil
+	}
+	if bad := r.invalidAncestor(ag); bad != nil {
+		e := conflict(fmt.Sprintf("Agent's chain of command is invalid: manager %s is %s", bad.ID.Name, bad.ID.Status))
+		e.Code = "invalid_org_chain"
+		return e
+	}
+	return nil
 }
 
 func orDefault(s, def string) string {
@@ -257,8 +280,19 @@ func (e *engine) suppression(ctx context.Context, in *wakeInput, agent *hostv1.A
 			return skip("heartbeat.wake_on_demand_disabled", "Agent does not accept on-demand wakes"), nil
 		}
 	}
+	var iss *issueLocks
 	if issueID != "" {
-		holder, err := e.issueHolder(ctx, agent.CompanyId, issueID, agent.Id)
+		iss = e.issueLocks(ctx, agent.CompanyId, issueID)
+	}
+	projectID, _ := in.Payload["projectId"].(string)
+	if iss != nil && iss.ProjectID != nil {
+		projectID = *iss.ProjectID
+	}
+	if gate := e.budgetGate(ctx, agent.CompanyId, agent.Id, projectID); gate.Blocked {
+		return skip("budget.blocked", fmt.Sprintf("Budget hard stop: the %s budget is exhausted", gate.ScopeType)), nil
+	}
+	if iss != nil {
+		holder, err := e.issueHolder(ctx, iss, agent.Id)
 		if err != nil {
 			return nil, err
 		}
@@ -274,18 +308,27 @@ func (e *engine) suppression(ctx context.Context, in *wakeInput, agent *hostv1.A
 	return nil, nil
 }
 
-// issueHolder returns the live run of another agent that holds the issue's execution or
-// checkout lock, or nil. It asks the work extension (work.issues.get); an unknown issue or
-// a missing work extension holds nothing.
-func (e *engine) issueHolder(ctx context.Context, companyID, issueID, agentID string) (*heartbeatRun, error) {
-	var iss struct {
-		ExecutionRunID *string `json:"executionRunId"`
-		CheckoutRunID  *string `json:"checkoutRunId"`
-	}
+// issueLocks is what a wake needs to know about its issue.
+type issueLocks struct {
+	ExecutionRunID *string `json:"executionRunId"`
+	CheckoutRunID  *string `json:"checkoutRunId"`
+	ProjectID      *string `json:"projectId"`
+}
+
+// issueLocks reads the wake's issue from the work extension (work.issues.get); an unknown
+// issue or a missing work extension gives nil, which holds nothing.
+func (e *engine) issueLocks(ctx context.Context, companyID, issueID string) *issueLocks {
+	var iss issueLocks
 	if err := e.a.host.Call(ctx, "work.issues.get", sdk.SystemActor(), companyID, map[string]string{"id": issueID}, &iss); err != nil {
 		e.a.log.Debug("issue lock unknown", "issue", issueID, "error", err)
-		return nil, nil
+		return nil
 	}
+	return &iss
+}
+
+// issueHolder returns the live run of another agent that holds the issue's execution or
+// checkout lock, or nil.
+func (e *engine) issueHolder(ctx context.Context, iss *issueLocks, agentID string) (*heartbeatRun, error) {
 	for _, id := range []*string{iss.ExecutionRunID, iss.CheckoutRunID} {
 		if id == nil || *id == "" {
 			continue
@@ -299,6 +342,35 @@ func (e *engine) issueHolder(ctx context.Context, companyID, issueID, agentID st
 		}
 	}
 	return nil, nil
+}
+
+// budgetVerdict is the costs extension's answer to costs.budgetGate.
+type budgetVerdict struct {
+	Blocked    bool   `json:"blocked"`
+	ScopeType  string `json:"scopeType"`
+	ScopeID    string `json:"scopeId"`
+	IncidentID string `json:"incidentId"`
+	Reason     string `json:"reason"`
+}
+
+// budgetGate asks the costs extension whether a hard budget stop covers the company, the
+// agent or the project. Without a costs extension nothing is blocked; an error is logged
+// and does not block, since a hard stop also pauses its scope, which the other rules see.
+func (e *engine) budgetGate(ctx context.Context, companyID, agentID, projectID string) budgetVerdict {
+	var v budgetVerdict
+	in := map[string]string{"companyId": companyID, "agentId": agentID}
+	if projectID != "" {
+		in["projectId"] = projectID
+	}
+	err := e.a.host.Call(ctx, "costs.budgetGate", sdk.SystemActor(), companyID, in, &v)
+	switch {
+	case err == nil:
+		return v
+	case sdk.IsMethodNotProvided(err):
+	default:
+		e.a.log.Warn("error asking the budget gate; waking", "agent", agentID, "error", err)
+	}
+	return budgetVerdict{}
 }
 
 func actorColumns(actor *sdk.Actor) (typ, id *string) {

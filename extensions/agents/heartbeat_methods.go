@@ -18,7 +18,7 @@ func init() {
 			Call: (*Agents).methodWakeup,
 		},
 		"runStatus": {
-			Description: "Read a run's status. Input: {runId}. Output: {found, status, agentId}.",
+			Description: "Read a run's status. Input: {runId}. Output: {found, status, agentId, issueId (the run's context issue, \"\" when none)}.",
 			Call:        (*Agents).methodRunStatus,
 		},
 		"runEvents": {
@@ -80,7 +80,8 @@ func (a *Agents) methodRunStatus(ctx context.Context, call *sdk.MethodCall) (any
 	if run == nil || (call.CompanyID != "" && call.CompanyID != run.CompanyID) {
 		return map[string]any{"found": false}, nil
 	}
-	return map[string]any{"found": true, "status": run.Status, "agentId": run.AgentID}, nil
+	issueID, _ := run.ContextSnapshot["issueId"].(string)
+	return map[string]any{"found": true, "status": run.Status, "agentId": run.AgentID, "issueId": issueID}, nil
 }
 
 func (a *Agents) methodRunEvents(ctx context.Context, call *sdk.MethodCall) (any, error) {

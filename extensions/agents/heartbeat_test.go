@@ -119,6 +119,21 @@ func TestWakeupRules(t *testing.T) {
 		}
 	})
 
+	t.Run("an invalid chain of command is refused", func(t *testing.T) {
+		boss := hbAgent(t, h, company, "Gone Boss", "fake", nil, nil)
+		report := hbAgent(t, h, company, "Orphan", "fake", nil, nil)
+		res := h.Do("PATCH", "/api/agents/"+report.ID, map[string]any{"reportsTo": boss.ID})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		_, err := h.Kernel.AgentSetStatus(ctx, boss.ID, "terminated")
+		require.NoError(t, err)
+		for _, path := range []string{"/wakeup", "/heartbeat/invoke"} {
+			res = h.Do("POST", "/api/agents/"+report.ID+path, nil)
+			require.Equal(t, http.StatusConflict, res.Status, "%s: %s", path, res.Body)
+			require.Equal(t, "invalid_org_chain", res.Map(t)["code"])
+			require.Contains(t, res.Map(t)["error"], "Gone Boss")
+		}
+	})
+
 	t.Run("an inactive company is refused for the board and skipped for the system", func(t *testing.T) {
 		c2 := h.CreateCompany("Dormant Co")
 		ag := hbAgent(t, h, c2, "Dormant", "fake", nil, nil)
