@@ -80,8 +80,10 @@ func (e *engine) runJob(ctx context.Context, job *sdk.JobRun) error {
 	case jobTimerTick:
 		return e.timerTick(ctx)
 	case jobReap:
-		_, err := e.reap(ctx)
-		return err
+		if _, err := e.reap(ctx); err != nil {
+			return err
+		}
+		return e.sweepQueued(ctx)
 	}
 	return fmt.Errorf("unknown job %s", job.Key)
 }

@@ -87,7 +87,7 @@ func (e *engine) execute(ctx context.Context, run *heartbeatRun, shuttingDown fu
 		}
 	}
 	if shuttingDown() {
-		a.log.Info("engine stopping; leaving run for recovery", "run", run.ID)
+		e.interrupt(run)
 		return
 	}
 	// Store the outcome even when the run's context was cancelled.
@@ -100,6 +100,37 @@ func (e *engine) execute(ctx context.Context, run *heartbeatRun, shuttingDown fu
 		return
 	}
 	e.finish(sctx, run, out)
+}
+
+// interrupt records a run that keel stopped under it (a graceful shutdown cancelled its
+// adapter call) as interrupted and schedules its one retry, which the next engine to start
+// picks up. If the database is already unreachable the run stays running and the next
+// engine's recovery fails it as process-lost instead.
+func (e *engine) interrupt(run *heartbeatRun) {
+	a := e.a
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	msg := "Interrupted: keel stopped while the run was executing"
+	tag, err := a.pool.Exec(ctx, `UPDATE heartbeat_runs SET status = 'interrupted', error = $2, error_code = 'interrupted',
+		finished_at = now(), updated_at = now() WHERE id = $1 AND status = 'running'`, run.ID, msg)
+	if err != nil || tag.RowsAffected() == 0 {
+		a.log.Info("engine stopping; leaving run for recovery", "run", run.ID, "error", err)
+		return
+	}
+	a.log.Info("heartbeat run interrupted by shutdown", "run", run.ID)
+	_, _ = a.pool.Exec(ctx, `UPDATE agent_wakeup_requests SET status = 'failed', finished_at = now(), error = 'interrupted'
+		WHERE run_id = $1 AND status IN ('queued', 'claimed')`, run.ID)
+	a.systemEvent(ctx, run.ID, msg)
+	a.finalizeLog(ctx, run.ID)
+	if err := a.host.LogActivity(ctx, &sdk.ActivityEntry{CompanyID: run.CompanyID, Action: "heartbeat.run_finished",
+		EntityType: "heartbeat_run", EntityID: run.ID,
+		Details: map[string]any{"agentId": run.AgentID, "status": runInterrupted, "errorCode": "interrupted"}}); err != nil {
+		a.log.Debug("error logging heartbeat.run_finished during shutdown", "error", err)
+	}
+	if err := e.scheduleRetry(ctx, run, "interrupted", 0); err != nil {
+		a.log.Warn("error scheduling the retry of an interrupted run", "run", run.ID, "error", err)
+	}
+	e.settleAgentStatus(ctx, run.AgentID, false)
 }
 
 // adapterGone reports whether a call failed because the adapter extension's process went

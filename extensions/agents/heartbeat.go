@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -46,9 +47,12 @@ type wakeInput struct {
 	Actor             *sdk.Actor
 	// UserRequested makes an inactive company a 409 instead of a silent skip.
 	UserRequested bool
-	// RetryOf and RetryCount describe a process-loss retry.
-	RetryOf    string
-	RetryCount int
+	// RetryOf and RetryCount describe a retry of a process-lost or interrupted run; the
+	// retry waits in scheduled_retry until RetryAt, for RetryReason.
+	RetryOf     string
+	RetryCount  int
+	RetryAt     time.Time
+	RetryReason string
 }
 
 // skippedWake is the answer to a suppressed wake.
@@ -508,10 +512,16 @@ func (e *engine) queueRun(ctx context.Context, in *wakeInput, issueID string) (*
 		return nil, fmt.Errorf("error recording wake: %w", err)
 	}
 	snapshot, _ := json.Marshal(wakeContext(in, issueID))
+	initial, retryAt, retryAttempt := runQueued, (*time.Time)(nil), 0
+	if in.RetryOf != "" && !in.RetryAt.IsZero() {
+		initial, retryAt, retryAttempt = runScheduledRetry, &in.RetryAt, in.RetryCount
+	}
 	run, err := scanRun(tx.QueryRow(ctx, `INSERT INTO heartbeat_runs (id, company_id, agent_id, invocation_source, trigger_detail,
-		status, wakeup_request_id, context_snapshot, retry_of_run_id, process_loss_retry_count)
-		VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9) RETURNING `+runColumns,
-		runID, in.CompanyID, in.AgentID, in.Source, nullable(in.TriggerDetail), wakeID, snapshot, nullable(in.RetryOf), in.RetryCount))
+		status, wakeup_request_id, context_snapshot, retry_of_run_id, process_loss_retry_count,
+		scheduled_retry_at, scheduled_retry_attempt, scheduled_retry_reason)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING `+runColumns,
+		runID, in.CompanyID, in.AgentID, in.Source, nullable(in.TriggerDetail), initial, wakeID, snapshot, nullable(in.RetryOf),
+		in.RetryCount, retryAt, retryAttempt, nullable(in.RetryReason)))
 	if err != nil {
 		return nil, fmt.Errorf("error inserting run: %w", err)
 	}

@@ -77,14 +77,17 @@ type heartbeatRun struct {
 	CreatedAt             time.Time       `json:"createdAt"`
 	UpdatedAt             time.Time       `json:"updatedAt"`
 
-	// Fields of the reference shape the engine does not track yet (scheduled retries,
-	// liveness classification, external runs): always their empty value. processGroupId
-	// is the process id (adapters start each run in its own process group).
-	ProcessGroupID        *int       `json:"processGroupId"`
-	ExternalRunID         *string    `json:"externalRunId"`
+	// A retry (of a process-lost or interrupted run) waits in scheduled_retry until
+	// ScheduledRetryAt, then joins the queue.
 	ScheduledRetryAt      *time.Time `json:"scheduledRetryAt"`
 	ScheduledRetryAttempt int        `json:"scheduledRetryAttempt"`
 	ScheduledRetryReason  *string    `json:"scheduledRetryReason"`
+
+	// Fields of the reference shape the engine does not track yet (liveness
+	// classification, external runs): always their empty value. processGroupId is the
+	// process id (adapters start each run in its own process group).
+	ProcessGroupID        *int       `json:"processGroupId"`
+	ExternalRunID         *string    `json:"externalRunId"`
 	LivenessState         *string    `json:"livenessState"`
 	LivenessReason        *string    `json:"livenessReason"`
 	ContinuationAttempt   int        `json:"continuationAttempt"`
@@ -101,7 +104,7 @@ const runColumns = `id, company_id, agent_id, invocation_source, trigger_detail,
 	usage_json, result_json, session_id_before, session_id_after, log_store, log_ref, log_bytes, log_sha256,
 	stdout_excerpt, stderr_excerpt, last_output_at, last_output_seq, last_output_stream, last_output_bytes,
 	retry_of_run_id, process_loss_retry_count, context_snapshot, created_at, updated_at,
-	executor_id, executor_host, executor_seen_at`
+	executor_id, executor_host, executor_seen_at, scheduled_retry_at, scheduled_retry_attempt, scheduled_retry_reason`
 
 func scanRun(row pgx.Row) (*heartbeatRun, error) {
 	r := &heartbeatRun{}
@@ -111,7 +114,7 @@ func scanRun(row pgx.Row) (*heartbeatRun, error) {
 		&usage, &result, &r.SessionIDBefore, &r.SessionIDAfter, &r.LogStore, &r.LogRef, &r.LogBytes, &r.LogSha256,
 		&r.StdoutExcerpt, &r.StderrExcerpt, &r.LastOutputAt, &r.LastOutputSeq, &r.LastOutputStream, &r.LastOutputBytes,
 		&r.RetryOfRunID, &r.ProcessLossRetryCount, &snapshot, &r.CreatedAt, &r.UpdatedAt,
-		&r.executorID, &r.executorHost, &r.executorSeenAt)
+		&r.executorID, &r.executorHost, &r.executorSeenAt, &r.ScheduledRetryAt, &r.ScheduledRetryAttempt, &r.ScheduledRetryReason)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/keelhq/keel/sdk"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
@@ -117,6 +118,9 @@ func (e *engine) startRuns(ctx context.Context, agentID string) (int, error) {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('agents.start-runs'))`); err != nil {
 		return 0, fmt.Errorf("error locking run starts: %w", err)
 	}
+	if err := e.promoteDueRetries(ctx, tx, agentID); err != nil {
+		return 0, err
+	}
 	var agentRunning, allRunning int
 	if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE agent_id = $1), count(*) FROM heartbeat_runs WHERE status = 'running'`,
 		agentID).Scan(&agentRunning, &allRunning); err != nil {
@@ -202,9 +206,10 @@ func (e *engine) timerTick(ctx context.Context) error {
 	return e.sweepQueued(ctx)
 }
 
-// sweepQueued enqueues start-runs for every agent with queued runs.
+// sweepQueued enqueues start-runs for every agent with queued runs or due scheduled retries.
 func (e *engine) sweepQueued(ctx context.Context) error {
-	rows, err := e.a.pool.Query(ctx, `SELECT DISTINCT agent_id::text FROM heartbeat_runs WHERE status = 'queued'`)
+	rows, err := e.a.pool.Query(ctx, `SELECT DISTINCT agent_id::text FROM heartbeat_runs
+		WHERE status = 'queued' OR (status = 'scheduled_retry' AND scheduled_retry_at <= now())`)
 	if err != nil {
 		return fmt.Errorf("error listing agents with queued runs: %w", err)
 	}
@@ -289,30 +294,62 @@ func (e *engine) markLost(ctx context.Context, run *heartbeatRun, reason string)
 		Details: map[string]any{"agentId": run.AgentID, "status": runFailed, "errorCode": "process_lost"}}); err != nil {
 		a.log.Warn("error logging heartbeat.run_finished", "error", err)
 	}
-	if run.ProcessLossRetryCount < 1 {
-		payload := map[string]any{}
-		if p, ok := run.ContextSnapshot["payload"].(map[string]any); ok {
-			payload = p
-		}
-		issueID, _ := run.ContextSnapshot["issueId"].(string)
-		if issueID != "" {
-			payload["issueId"] = issueID
-		}
-		detail := ""
-		if run.TriggerDetail != nil {
-			detail = *run.TriggerDetail
-		}
-		retry, err := e.queueRun(ctx, &wakeInput{AgentID: run.AgentID, CompanyID: run.CompanyID, Source: run.InvocationSource,
-			TriggerDetail: detail, Reason: "process_lost_retry", Payload: payload, Actor: sdk.SystemActor(),
-			RetryOf: run.ID, RetryCount: run.ProcessLossRetryCount + 1}, issueID)
-		if err != nil {
-			return true, fmt.Errorf("error queueing retry of lost run %s: %w", run.ID, err)
-		}
-		a.log.Info("queued retry of lost run", "run", run.ID, "retry", retry.ID)
+	if err := e.scheduleRetry(ctx, run, "process_lost", processLossRetryDelay); err != nil {
+		return true, err
 	}
 	e.settleAgentStatus(ctx, run.AgentID, false)
 	e.enqueueStart(ctx, run.AgentID)
 	return true, nil
+}
+
+// processLossRetryDelay is how long the retry of a process-lost run waits.
+const processLossRetryDelay = 2 * time.Second
+
+// scheduleRetry gives a process-lost or interrupted run its one automatic retry (wake
+// reason process_lost_retry): a run in scheduled_retry that joins the queue after delay.
+// A run that is itself a retry gets none.
+func (e *engine) scheduleRetry(ctx context.Context, run *heartbeatRun, reason string, delay time.Duration) error {
+	if run.ProcessLossRetryCount >= 1 {
+		return nil
+	}
+	payload := map[string]any{}
+	if p, ok := run.ContextSnapshot["payload"].(map[string]any); ok {
+		payload = p
+	}
+	issueID, _ := run.ContextSnapshot["issueId"].(string)
+	if issueID != "" {
+		payload["issueId"] = issueID
+	}
+	detail := ""
+	if run.TriggerDetail != nil {
+		detail = *run.TriggerDetail
+	}
+	at := time.Now().Add(delay).UTC()
+	retry, err := e.queueRun(ctx, &wakeInput{AgentID: run.AgentID, CompanyID: run.CompanyID, Source: run.InvocationSource,
+		TriggerDetail: detail, Reason: "process_lost_retry", Payload: payload, Actor: sdk.SystemActor(),
+		RetryOf: run.ID, RetryCount: run.ProcessLossRetryCount + 1, RetryAt: at, RetryReason: reason}, issueID)
+	if err != nil {
+		return fmt.Errorf("error scheduling the retry of run %s: %w", run.ID, err)
+	}
+	e.a.log.Info("scheduled retry", "run", run.ID, "retry", retry.ID, "reason", reason, "at", at)
+	args, _ := json.Marshal(map[string]string{"agentId": run.AgentID})
+	if _, err := e.a.host.Jobs.Enqueue(ctx, &hostv1.EnqueueRequest{JobKey: jobStartRuns, ArgsJson: args,
+		UniqueKey: "retry:" + retry.ID, RunAt: at.Add(50 * time.Millisecond).Format(time.RFC3339Nano)}); err != nil {
+		// The reaper's sweep promotes it later.
+		e.a.log.Warn("error enqueueing the retry's start", "retry", retry.ID, "error", err)
+	}
+	return nil
+}
+
+// promoteDueRetries moves an agent's scheduled retries whose time has come into the queue.
+func (e *engine) promoteDueRetries(ctx context.Context, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, agentID string) error {
+	if _, err := q.Exec(ctx, `UPDATE heartbeat_runs SET status = 'queued', updated_at = now()
+		WHERE agent_id = $1 AND status = 'scheduled_retry' AND scheduled_retry_at <= now()`, agentID); err != nil {
+		return fmt.Errorf("error promoting scheduled retries: %w", err)
+	}
+	return nil
 }
 
 // recover runs at engine start: it reaps runs left running by a dead executor and resumes

@@ -107,6 +107,11 @@ func TestProcessLossRetry(t *testing.T) {
 	require.Equal(t, "process_lost", run["errorCode"])
 	retryID := dbString(t, h, `SELECT id::text FROM ext_agents.heartbeat_runs WHERE retry_of_run_id = $1`, lost)
 	require.NotEmpty(t, retryID)
+	scheduled := getRun(t, h, retryID)
+	require.Equal(t, "scheduled_retry", scheduled["status"], "the retry waits for its time")
+	require.Equal(t, "process_lost", scheduled["scheduledRetryReason"])
+	require.EqualValues(t, 1, scheduled["scheduledRetryAttempt"])
+	require.NotNil(t, scheduled["scheduledRetryAt"])
 	retry := waitRun(t, h, retryID, 20*time.Second, "succeeded")
 	require.EqualValues(t, 1, retry["processLossRetryCount"])
 	require.Equal(t, "process_lost_retry", retry["contextSnapshot"].(map[string]any)["wakeReason"])
@@ -145,9 +150,9 @@ func TestTimerWakes(t *testing.T) {
 	}, "a timer run")
 }
 
-// TestRunningRunLostOnRestart stops a host while a run executes: the next host's engine
-// fails it as process_lost at start and its one retry runs.
-func TestRunningRunLostOnRestart(t *testing.T) {
+// TestRunningRunInterruptedOnRestart stops a host while a run executes: the run is
+// recorded as interrupted with its one retry scheduled, which the next host runs.
+func TestRunningRunInterruptedOnRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for the host to stop")
 	}
@@ -164,16 +169,20 @@ func TestRunningRunLostOnRestart(t *testing.T) {
 
 	conn, err := pgx.Connect(context.Background(), h.DatabaseURL)
 	require.NoError(t, err)
-	var status string
-	require.NoError(t, conn.QueryRow(context.Background(), `SELECT status FROM ext_agents.heartbeat_runs WHERE id = $1`, runID).Scan(&status))
-	require.Equal(t, "running", status)
+	var status, code, retryStatus, retryReason string
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT status, error_code FROM ext_agents.heartbeat_runs WHERE id = $1`,
+		runID).Scan(&status, &code))
+	require.Equal(t, "interrupted", status)
+	require.Equal(t, "interrupted", code)
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT status, scheduled_retry_reason FROM ext_agents.heartbeat_runs
+		WHERE retry_of_run_id = $1`, runID).Scan(&retryStatus, &retryReason))
+	require.Equal(t, "scheduled_retry", retryStatus)
+	require.Equal(t, "interrupted", retryReason)
 	_, err = conn.Exec(context.Background(), `UPDATE ext_agents.agent_configs SET adapter_config = '{}' WHERE agent_id = $1`, ag.ID)
 	require.NoError(t, err)
 	require.NoError(t, conn.Close(context.Background()))
 
 	h2 := sdktest.Start(t, sdktest.Options{Builtins: true, DatabaseURL: h.DatabaseURL})
-	lost := waitRun(t, h2, runID, 30*time.Second, "failed")
-	require.Equal(t, "process_lost", lost["errorCode"])
 	var retryID string
 	sdktest.WaitFor(t, 10*time.Second, func() bool {
 		retryID = dbString(t, h2, `SELECT max(id::text) FROM ext_agents.heartbeat_runs WHERE retry_of_run_id = $1`, runID)
