@@ -62,20 +62,10 @@ func (e *engine) executeRunJob(ctx context.Context, runID string) error {
 // being recorded as cancelled.
 func (e *engine) execute(ctx context.Context, run *heartbeatRun, shuttingDown func() bool) {
 	a := e.a
-	// Beat executor_seen_at while the run executes.
+	// While the run executes: beat executor_seen_at, and watch for a cancel recorded by
+	// another node (which cannot reach this node's adapter), stopping the run here.
 	beatCtx, stopBeat := context.WithCancel(ctx)
-	go func() {
-		t := time.NewTicker(executorBeat)
-		defer t.Stop()
-		for {
-			select {
-			case <-beatCtx.Done():
-				return
-			case <-t.C:
-				_, _ = a.pool.Exec(beatCtx, `UPDATE heartbeat_runs SET executor_seen_at = now() WHERE id = $1 AND executor_id = $2`, run.ID, e.id)
-			}
-		}
-	}()
+	go e.watchRun(beatCtx, run)
 	out := e.invokeAdapter(ctx, run)
 	stopBeat()
 	if out.AdapterLost {
@@ -100,6 +90,60 @@ func (e *engine) execute(ctx context.Context, run *heartbeatRun, shuttingDown fu
 		return
 	}
 	e.finish(sctx, run, out)
+}
+
+// cancelPoll is how often an executing run is checked for a cancel recorded elsewhere.
+const cancelPoll = time.Second
+
+// watchRun beats executor_seen_at every executorBeat and, every cancelPoll, looks for the
+// run turned cancelled by a cancel served on another node; it then tells this node's
+// adapter to stop the run and cancels the adapter call.
+func (e *engine) watchRun(ctx context.Context, run *heartbeatRun) {
+	a := e.a
+	t := time.NewTicker(cancelPoll)
+	defer t.Stop()
+	lastBeat := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if time.Since(lastBeat) >= executorBeat {
+			lastBeat = time.Now()
+			_, _ = a.pool.Exec(ctx, `UPDATE heartbeat_runs SET executor_seen_at = now() WHERE id = $1 AND executor_id = $2`, run.ID, e.id)
+		}
+		var status string
+		if err := a.pool.QueryRow(ctx, `SELECT status FROM heartbeat_runs WHERE id = $1`, run.ID).Scan(&status); err != nil || status != runCancelled {
+			continue
+		}
+		a.log.Info("run cancelled elsewhere; stopping it here", "run", run.ID)
+		e.signalAdapterCancel(ctx, run)
+		e.cancelLocal(run.ID)
+		return
+	}
+}
+
+// signalAdapterCancel asks the run's adapter on this node to stop the run.
+func (e *engine) signalAdapterCancel(ctx context.Context, run *heartbeatRun) bool {
+	a := e.a
+	adapterType := ""
+	if run.AdapterType != nil {
+		adapterType = *run.AdapterType
+	} else if err := a.pool.QueryRow(ctx, `SELECT coalesce(adapter_type, '') FROM heartbeat_runs WHERE id = $1`, run.ID).Scan(&adapterType); err != nil {
+		return false
+	}
+	if adapterType == "" {
+		return false
+	}
+	var res adapter.CancelResult
+	err := a.host.Call(ctx, adapter.Method(adapterType, adapter.MethodCancel), sdk.SystemActor(), run.CompanyID,
+		adapter.CancelRequest{RunID: run.ID}, &res)
+	if err != nil {
+		a.log.Warn("error cancelling run in adapter", "run", run.ID, "error", err)
+		return false
+	}
+	return res.Cancelled
 }
 
 // interrupt records a run that keel stopped under it (a graceful shutdown cancelled its
@@ -449,17 +493,7 @@ func (e *engine) cancelRun(ctx context.Context, runID string) (*cancelRunResult,
 			return nil, fmt.Errorf("error cancelling run %s: %w", run.ID, err)
 		}
 		a.systemEvent(ctx, run.ID, "cancel requested")
-		signalled := false
-		if run.AdapterType != nil {
-			var res adapter.CancelResult
-			err := a.host.Call(ctx, adapter.Method(*run.AdapterType, adapter.MethodCancel), sdk.SystemActor(), run.CompanyID,
-				adapter.CancelRequest{RunID: run.ID}, &res)
-			signalled = err == nil && res.Cancelled
-			if err != nil {
-				a.log.Warn("error cancelling run in adapter", "run", run.ID, "error", err)
-			}
-		}
-		if !signalled {
+		if !e.signalAdapterCancel(ctx, run) {
 			e.cancelLocal(run.ID)
 		}
 		if run.executorID == nil && !e.isExecuting(run.ID) {

@@ -137,6 +137,23 @@ func TestRunRoutes(t *testing.T) {
 		waitRun(t, h, second["id"].(string), time.Second, "cancelled")
 	})
 
+	t.Run("a cancel recorded by another node stops the run here", func(t *testing.T) {
+		ag := hbAgent(t, h, company, "Remote", "fake", map[string]any{"sleepMs": 60000}, nil)
+		run := wake(t, h, ag.ID, nil)
+		id := run["id"].(string)
+		sdktest.WaitFor(t, 10*time.Second, func() bool { return getRun(t, h, id)["processPid"] != nil }, "the run to execute")
+		// Another node's cancel writes the status; it cannot reach this node's adapter.
+		_, err := h.Kernel.Pool.Exec(t.Context(), `UPDATE ext_agents.heartbeat_runs SET status = 'cancelled', error_code = 'cancelled'
+			WHERE id = $1`, id)
+		require.NoError(t, err)
+		start := time.Now()
+		sdktest.WaitFor(t, 10*time.Second, func() bool { return getRun(t, h, id)["finishedAt"] != nil }, "the executor to stop the run")
+		require.Less(t, time.Since(start), 5*time.Second, "well before the 60 s the adapter would sleep")
+		final := getRun(t, h, id)
+		require.Equal(t, "cancelled", final["status"])
+		require.Contains(t, string(h.Do("GET", "/api/heartbeat-runs/"+id+"/log", nil).Body), "bye")
+	})
+
 	t.Run("runs of another company are hidden", func(t *testing.T) {
 		other := h.CreateCompany("Stranger Co")
 		o := hbAgent(t, h, other, "Stranger", "fake", nil, nil)
