@@ -347,7 +347,7 @@ func (a *Agents) runLogRoute(rw http.ResponseWriter, r *http.Request) {
 	follow := r.URL.Query().Get("follow") == "1" || r.URL.Query().Get("follow") == "true"
 	path := a.runLogPath(run.ID)
 	deadline := time.Now().Add(25 * time.Second)
-	for follow && !runTerminal(run.Status) && time.Now().Before(deadline) && logSize(path) <= offset {
+	for follow && !runTerminal(run.Status) && time.Now().Before(deadline) && a.runLogSize(path, run) <= offset {
 		select {
 		case <-r.Context().Done():
 			return
@@ -358,7 +358,7 @@ func (a *Agents) runLogRoute(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	data, err := readLogFrom(path, offset)
+	data, err := a.readRunLog(r.Context(), path, run.ID, offset)
 	if err != nil {
 		a.writeErr(rw, fmt.Errorf("error reading log of run %s: %w", run.ID, err))
 		return
@@ -370,12 +370,31 @@ func (a *Agents) runLogRoute(rw http.ResponseWriter, r *http.Request) {
 	_, _ = rw.Write(data)
 }
 
-func logSize(path string) int64 {
-	st, err := os.Stat(path)
-	if err != nil {
-		return 0
+// runLogSize is the size of the run's log: its file on this node, or the byte count the
+// run row keeps when another node executed it.
+func (a *Agents) runLogSize(path string, run *heartbeatRun) int64 {
+	if st, err := os.Stat(path); err == nil {
+		return st.Size()
 	}
-	return st.Size()
+	return run.LogBytes
+}
+
+// readRunLog reads a run's log from offset: from this node's log file when this node
+// executed the run, otherwise rebuilt from the run's log events in the database, so every
+// node serves every run's log.
+func (a *Agents) readRunLog(ctx context.Context, path, runID string, offset int64) ([]byte, error) {
+	if _, err := os.Stat(path); err == nil {
+		return readLogFrom(path, offset)
+	}
+	var text string
+	if err := a.pool.QueryRow(ctx, `SELECT coalesce(string_agg(message, '' ORDER BY seq), '') FROM heartbeat_run_events
+		WHERE run_id = $1 AND event_type = 'log' AND message IS NOT NULL`, runID).Scan(&text); err != nil {
+		return nil, fmt.Errorf("error rebuilding log of run %s from its events: %w", runID, err)
+	}
+	if offset >= int64(len(text)) {
+		return []byte{}, nil
+	}
+	return []byte(text[offset:]), nil
 }
 
 func (a *Agents) cancelRunRoute(rw http.ResponseWriter, r *http.Request) {

@@ -2,6 +2,9 @@ package agents_test
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +155,22 @@ func TestRunRoutes(t *testing.T) {
 		final := getRun(t, h, id)
 		require.Equal(t, "cancelled", final["status"])
 		require.Contains(t, string(h.Do("GET", "/api/heartbeat-runs/"+id+"/log", nil).Body), "bye")
+	})
+
+	t.Run("a node without the log file serves the log from the run's events", func(t *testing.T) {
+		ag := hbAgent(t, h, company, "Elsewhere", "fake", nil, nil)
+		id := wake(t, h, ag.ID, nil)["id"].(string)
+		waitRun(t, h, id, 20*time.Second, "succeeded")
+		local := string(h.Do("GET", "/api/heartbeat-runs/"+id+"/log", nil).Body)
+		require.Contains(t, local, "hello from run")
+		// As if another node had executed the run: this node has no file.
+		require.NoError(t, os.Remove(filepath.Join(h.Config().Home, "extensions", "agents", "runs", id+".log")))
+		res := h.Do("GET", "/api/heartbeat-runs/"+id+"/log", nil)
+		require.Equal(t, http.StatusOK, res.Status)
+		require.Equal(t, local, string(res.Body))
+		res = h.Do("GET", "/api/heartbeat-runs/"+id+"/log?offset=5", nil)
+		require.Equal(t, local[5:], string(res.Body))
+		require.Equal(t, strconv.Itoa(len(local)), res.Header.Get("X-Log-Offset"))
 	})
 
 	t.Run("runs of another company are hidden", func(t *testing.T) {
