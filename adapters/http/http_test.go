@@ -57,6 +57,10 @@ func newAgentServer(t *testing.T) *agentServer {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusAccepted)
 			_, _ = w.Write([]byte(`{"accepted":true}`))
+		case "/report":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"ok":true,"usage":{"inputTokens":50,"outputTokens":7},"provider":"openai","model":"m-small",` +
+				`"cacheAdjustedCostUsd":0.031}`))
 		case "/fail":
 			http.Error(w, "agent is down", http.StatusInternalServerError)
 		case "/slow":
@@ -166,6 +170,18 @@ func TestHTTP(t *testing.T) {
 		require.NotNil(t, got)
 		require.Equal(t, http.MethodPut, got.Method)
 		require.Equal(t, map[string]any{}, got.Body["context"], "context is always an object")
+	})
+
+	t.Run("a JSON answer reports usage and cost", func(t *testing.T) {
+		t.Parallel()
+		res := e.execute(t, uuid.NewString(), map[string]any{"url": srv.URL + "/report"}, nil)
+		require.Equal(t, adapter.StatusSucceeded, res.Status)
+		require.Equal(t, &adapter.Usage{InputTokens: 50, OutputTokens: 7}, res.Usage)
+		require.Equal(t, "openai", res.Provider)
+		require.Equal(t, "m-small", res.Model)
+		require.Equal(t, 0.031, *res.CacheAdjustedCostUSD)
+		res = e.execute(t, uuid.NewString(), map[string]any{"url": srv.URL + "/ok"}, nil)
+		require.Nil(t, res.Usage, "an answer without report fields reports nothing")
 	})
 
 	t.Run("non-2xx", func(t *testing.T) {

@@ -119,6 +119,14 @@ func (a *Adapter) execute(ctx context.Context, req *adapter.ExecuteRequest) (*ad
 	}
 	zero := 0
 	out.Status, out.ExitCode = adapter.StatusSucceeded, &zero
+	// A JSON answer may report the run's usage, cost and session (adapter.Report fields).
+	if body, ok := result["body"].(json.RawMessage); ok && len(body) > 0 && body[0] == '{' {
+		if r, err := adapter.ParseReport(body); err == nil {
+			r.Apply(out)
+		} else {
+			logf("ignoring the run report in the answer: %v", err)
+		}
+	}
 	return out, nil
 }
 

@@ -122,6 +122,25 @@ func TestProcess(t *testing.T) {
 		}
 	})
 
+	t.Run("the command reports usage and cost in the report file", func(t *testing.T) {
+		t.Parallel()
+		script := `printf '%s' '{"usage":{"inputTokens":1200,"outputTokens":300,"cachedInputTokens":100},"provider":"anthropic",` +
+			`"model":"m-large","costUsd":0.42,"sessionId":"sess-9"}' > "$SERVICE_RUN_REPORT_FILE"`
+		res := e.execute(t, uuid.NewString(), map[string]any{"command": "sh", "args": []string{"-c", script}}, nil)
+		require.Equal(t, adapter.StatusSucceeded, res.Status)
+		require.Equal(t, &adapter.Usage{InputTokens: 1200, OutputTokens: 300, CachedInputTokens: 100}, res.Usage)
+		require.Equal(t, "anthropic", res.Provider)
+		require.Equal(t, "m-large", res.Model)
+		require.Equal(t, 0.42, *res.CostUSD)
+		require.Equal(t, "sess-9", res.SessionID)
+
+		// A broken report is ignored, and the run still succeeds.
+		res = e.execute(t, uuid.NewString(), map[string]any{"command": "sh", "args": []string{"-c",
+			`echo 'not json' > "$SERVICE_RUN_REPORT_FILE"`}}, nil)
+		require.Equal(t, adapter.StatusSucceeded, res.Status)
+		require.Nil(t, res.Usage)
+	})
+
 	t.Run("excerpt keeps the last 64 KiB", func(t *testing.T) {
 		t.Parallel()
 		// 200,000 bytes of numbered lines; the excerpt is the tail.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -134,6 +135,11 @@ func (a *Adapter) execute(ctx context.Context, req *adapter.ExecuteRequest) (*ad
 	cmd := exec.Command(c.Command, c.Args...)
 	cmd.Dir = dir
 	cmd.Env = BuildEnv(os.Environ(), c.Env, req.Env, req.AuthToken)
+	// The command may report its model usage, cost and session in a JSON file.
+	reportPath := filepath.Join(os.TempDir(), "keel-run-"+req.RunID+".report.json")
+	_ = os.Remove(reportPath)
+	defer os.Remove(reportPath)
+	cmd.Env = append(cmd.Env, adapter.ReportFileEnv+"="+reportPath)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -223,6 +229,7 @@ func (a *Adapter) execute(ctx context.Context, req *adapter.ExecuteRequest) (*ad
 
 	res := &adapter.ExecuteResult{PID: pid}
 	res.ResultJSON, _ = json.Marshal(map[string]string{"stdout": stdout.String(), "stderr": stderr.String()})
+	applyReport(reportPath, res, ev)
 	st := cmd.ProcessState
 	var exitErr *exec.ExitError
 	if waitErr != nil && !errors.As(waitErr, &exitErr) {
@@ -252,6 +259,25 @@ func (a *Adapter) execute(ctx context.Context, req *adapter.ExecuteRequest) (*ad
 		}
 	}
 	return res, nil
+}
+
+// applyReport reads the run report the command left at path, if any, into res. A report
+// that cannot be used is noted in the run log and otherwise ignored.
+func applyReport(path string, res *adapter.ExecuteResult, ev *emitter) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, adapter.MaxReportBytes+1))
+	if err == nil {
+		var r *adapter.Report
+		if r, err = adapter.ParseReport(data); err == nil {
+			r.Apply(res)
+			return
+		}
+	}
+	ev.logText("system", fmt.Sprintf("Ignoring the run report in $%s: %v\n", adapter.ReportFileEnv, err))
 }
 
 // pump reads one output stream in line chunks into the run log and the excerpt.
