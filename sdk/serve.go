@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 )
 
 // Serve runs ext as a process extension: it speaks the go-plugin handshake on stdout and
@@ -13,9 +14,39 @@ func Serve(ext Extension) {
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		Plugins:         plugin.PluginSet{PluginName: &GRPCPlugin{Impl: ext}},
-		GRPCServer:      plugin.DefaultGRPCServer,
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			return grpc.NewServer(append(opts, GRPCServerOptions()...)...)
+		},
 		Logger: hclog.New(&hclog.LoggerOptions{
 			Name: ext.Manifest().Key, Output: os.Stderr, JSONFormat: true, Level: hclog.Info,
 		}),
 	})
+}
+
+// Fixed HTTP/2 flow-control windows for the extension connection: a Unix socket between
+// two local processes has no bandwidth-delay product to discover, and fixing the windows
+// turns off gRPC's BDP pings, which otherwise cost every small call a little.
+const (
+	grpcStreamWindow = 4 << 20
+	grpcConnWindow   = 16 << 20
+	grpcMaxMessage   = 64 << 20
+)
+
+// GRPCDialOptions are the host's dial options for an extension's gRPC connection.
+func GRPCDialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcMaxMessage), grpc.MaxCallSendMsgSize(grpcMaxMessage)),
+		grpc.WithInitialWindowSize(grpcStreamWindow),
+		grpc.WithInitialConnWindowSize(grpcConnWindow),
+	}
+}
+
+// GRPCServerOptions are an extension's gRPC server options (see GRPCDialOptions).
+func GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(grpcMaxMessage),
+		grpc.MaxSendMsgSize(grpcMaxMessage),
+		grpc.InitialWindowSize(grpcStreamWindow),
+		grpc.InitialConnWindowSize(grpcConnWindow),
+	}
 }

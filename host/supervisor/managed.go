@@ -273,7 +273,7 @@ func (m *managed) launchProcess(ctx context.Context, configure *extensionv1.Conf
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           m.s.log.Named(m.key),
 		StartTimeout:     m.s.cfg.StartTimeout,
-		GRPCDialOptions:  []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20))},
+		GRPCDialOptions:  sdk.GRPCDialOptions(),
 	})
 	rpc, err := pc.Client()
 	if err != nil {
