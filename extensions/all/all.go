@@ -3,9 +3,11 @@
 package all
 
 import (
-	_ "github.com/keelhq/keel/adapters/http"      // adapter.http
-	_ "github.com/keelhq/keel/adapters/process"   // adapter.process
-	_ "github.com/keelhq/keel/extensions/agents"  // agents, heartbeat runs
-	_ "github.com/keelhq/keel/extensions/secrets" // company secrets
-	_ "github.com/keelhq/keel/extensions/work"    // issues, projects, goals, approvals, search
+	_ "github.com/keelhq/keel/adapters/http"        // adapter.http
+	_ "github.com/keelhq/keel/adapters/process"     // adapter.process
+	_ "github.com/keelhq/keel/extensions/agents"    // agents, heartbeat runs
+	_ "github.com/keelhq/keel/extensions/costs"     // cost events, budgets, finance events
+	_ "github.com/keelhq/keel/extensions/dashboard" // the company dashboard
+	_ "github.com/keelhq/keel/extensions/secrets"   // company secrets
+	_ "github.com/keelhq/keel/extensions/work"      // issues, projects, goals, approvals, search
 )

@@ -1,0 +1,251 @@
+package costs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/keelhq/keel/sdk"
+	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
+)
+
+// settleFunc recalculates a company's spend and evaluates its budget policies for the
+// agents and projects that received cost events.
+type settleFunc func(ctx context.Context, companyID string, agentIDs, projectIDs []string) error
+
+// spendQueue coalesces the settling of a company's spend: while one settle of a company
+// runs, the cost events that arrive join the next one, which starts when it ends and sees
+// them all. Settles of one company never overlap in this process (and take a database
+// advisory lock against other nodes), so the spend they write only moves forward, and a
+// request that waits for its settle reads its own event in the figures.
+type spendQueue struct {
+	settle  settleFunc
+	mu      sync.Mutex
+	running map[string]bool
+	next    map[string]*settleBatch
+}
+
+// settleBatch is one settle of a company and the requests waiting for it.
+type settleBatch struct {
+	companyID string
+	agents    map[string]bool
+	projects  map[string]bool
+	done      chan struct{}
+	err       error
+}
+
+func newSpendQueue(settle settleFunc) *spendQueue {
+	return &spendQueue{settle: settle, running: map[string]bool{}, next: map[string]*settleBatch{}}
+}
+
+// do settles a company's spend after a cost event of agentID (and projectID, may be
+// empty) and returns when a settle that started after the call has finished.
+func (q *spendQueue) do(ctx context.Context, companyID, agentID, projectID string) error {
+	q.mu.Lock()
+	b := q.next[companyID]
+	if b == nil {
+		b = &settleBatch{companyID: companyID, agents: map[string]bool{}, projects: map[string]bool{}, done: make(chan struct{})}
+		q.next[companyID] = b
+	}
+	if agentID != "" {
+		b.agents[agentID] = true
+	}
+	if projectID != "" {
+		b.projects[projectID] = true
+	}
+	if !q.running[companyID] {
+		q.running[companyID] = true
+		delete(q.next, companyID)
+		go q.run(b)
+	}
+	q.mu.Unlock()
+	select {
+	case <-b.done:
+		return b.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run settles b and then every batch that queued behind it, until none is left.
+func (q *spendQueue) run(b *settleBatch) {
+	for b != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		b.err = q.settle(ctx, b.companyID, sortedKeys(b.agents), sortedKeys(b.projects))
+		cancel()
+		close(b.done)
+		q.mu.Lock()
+		nb := q.next[b.companyID]
+		if nb == nil {
+			delete(q.running, b.companyID)
+		} else {
+			delete(q.next, b.companyID)
+		}
+		q.mu.Unlock()
+		b = nb
+	}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// lockCompany takes the company's spend lock for the transaction's lifetime, serializing
+// settles, resolutions and the maintenance job of one company across keel nodes.
+const lockCompanySQL = `SELECT pg_advisory_xact_lock(hashtextextended($1, 11))`
+
+// settleSpend recalculates spentMonthlyCents (current UTC month) of the company and of the
+// agents that received events, and evaluates the active budget policies of the company and
+// of those agents and projects.
+func (c *Costs) settleSpend(ctx context.Context, companyID string, agentIDs, projectIDs []string) error {
+	tx, err := c.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("error settling spend of company %s: %w", companyID, err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, lockCompanySQL, "costs-company:"+companyID); err != nil {
+		return fmt.Errorf("error settling spend of company %s: %w", companyID, err)
+	}
+	now := time.Now().UTC()
+	ms, me := monthWindow(now)
+	month, err := c.sumScopes(ctx, companyID, &ms, &me)
+	if err != nil {
+		return err
+	}
+	budgets, err := c.pushSpend(ctx, companyID, month, agentIDs)
+	if err != nil {
+		return err
+	}
+	if err := c.reconcileMonthlyPolicies(ctx, companyID, budgets); err != nil {
+		return err
+	}
+	if err := c.evaluatePolicies(ctx, companyID, agentIDs, projectIDs, now, month); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// monthlyBudget is the budgetMonthlyCents an owner shows for a company or agent scope.
+type monthlyBudget struct {
+	ScopeType string
+	ScopeID   string
+	Cents     int64
+}
+
+// pushSpend writes this month's spend to the kernel's company record and to the agents'
+// configuration, side by side, and returns the monthly budgets those records show.
+func (c *Costs) pushSpend(ctx context.Context, companyID string, month *scopeSums, agentIDs []string) ([]monthlyBudget, error) {
+	type result struct {
+		budget *monthlyBudget
+		err    error
+	}
+	results := make(chan result, len(agentIDs)+1)
+	sem := make(chan struct{}, 8)
+	go func() {
+		spent := month.Company
+		rec, err := c.updateCompanyBudget(ctx, &hostv1.UpdateCompanyBudgetRequest{CompanyId: companyID, SpentMonthlyCents: &spent})
+		if err != nil {
+			results <- result{err: err}
+			return
+		}
+		var co companyRecord
+		if err := json.Unmarshal(rec, &co); err != nil {
+			results <- result{err: fmt.Errorf("error decoding company %s: %w", companyID, err)}
+			return
+		}
+		results <- result{budget: &monthlyBudget{scopeCompany, companyID, co.BudgetMonthlyCents}}
+	}()
+	for _, id := range agentIDs {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			var ag struct {
+				BudgetMonthlyCents int64 `json:"budgetMonthlyCents"`
+			}
+			err := c.host.Call(ctx, "agents.setBudget", sdk.SystemActor(), companyID,
+				map[string]any{"agentId": id, "spentMonthlyCents": month.Agents[id]}, &ag)
+			var se *sdk.Error
+			switch {
+			case err == nil:
+				results <- result{budget: &monthlyBudget{scopeAgent, id, ag.BudgetMonthlyCents}}
+			case sdk.IsMethodNotProvided(err), errors.As(err, &se) && se.Status == http.StatusNotFound:
+				results <- result{}
+			default:
+				results <- result{err: fmt.Errorf("error storing spend of agent %s: %w", id, err)}
+			}
+		}()
+	}
+	var first error
+	var budgets []monthlyBudget
+	for range len(agentIDs) + 1 {
+		r := <-results
+		if r.err != nil && first == nil {
+			first = r.err
+		}
+		if r.budget != nil {
+			budgets = append(budgets, *r.budget)
+		}
+	}
+	return budgets, first
+}
+
+// reconcileMonthlyPolicySQL makes the monthly billed-cents policy of each company or agent
+// scope carry the budgetMonthlyCents its owner shows: a budget set on the company or agent
+// record directly (company create, agent update) creates or updates the policy, so that
+// it is enforced. Unchanged policies are left alone; changed ones are returned.
+const reconcileMonthlyPolicySQL = `WITH want (scope_type, scope_id, amount) AS (
+	SELECT * FROM unnest($2::text[], $3::uuid[], $4::bigint[])
+)
+INSERT INTO budget_policies AS p (id, company_id, scope_type, scope_id, metric, window_kind, amount)
+SELECT gen_random_uuid(), $1, w.scope_type, w.scope_id, 'billed_cents', 'calendar_month_utc', w.amount FROM want w
+WHERE w.amount > 0 OR EXISTS (SELECT 1 FROM budget_policies x WHERE x.company_id = $1 AND x.scope_type = w.scope_type
+	AND x.scope_id = w.scope_id AND x.metric = 'billed_cents' AND x.window_kind = 'calendar_month_utc')
+ON CONFLICT (company_id, scope_type, scope_id, metric, window_kind) DO UPDATE SET amount = excluded.amount, updated_at = now()
+	WHERE p.amount <> excluded.amount
+RETURNING p.id::text, p.scope_type, p.scope_id::text, p.amount`
+
+// reconcileMonthlyPolicies applies reconcileMonthlyPolicySQL and logs each policy it changed.
+func (c *Costs) reconcileMonthlyPolicies(ctx context.Context, companyID string, budgets []monthlyBudget) error {
+	if len(budgets) == 0 {
+		return nil
+	}
+	types, ids, amounts := make([]string, len(budgets)), make([]string, len(budgets)), make([]int64, len(budgets))
+	for i, b := range budgets {
+		types[i], ids[i], amounts[i] = b.ScopeType, b.ScopeID, b.Cents
+	}
+	rows, err := c.pool.Query(ctx, reconcileMonthlyPolicySQL, companyID, types, ids, amounts)
+	if err != nil {
+		return fmt.Errorf("error reconciling monthly budget policies of company %s: %w", companyID, err)
+	}
+	defer rows.Close()
+	type changed struct {
+		id, scopeType, scopeID string
+		amount                 int64
+	}
+	var out []changed
+	for rows.Next() {
+		var ch changed
+		if err := rows.Scan(&ch.id, &ch.scopeType, &ch.scopeID, &ch.amount); err != nil {
+			return fmt.Errorf("error reconciling monthly budget policies of company %s: %w", companyID, err)
+		}
+		out = append(out, ch)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("error reconciling monthly budget policies of company %s: %w", companyID, err)
+	}
+	for _, ch := range out {
+		c.activity(ctx, nil, companyID, "budget.policy_upserted", "budget_policy", ch.id, map[string]any{"scopeType": ch.scopeType,
+			"scopeId": ch.scopeID, "windowKind": windowMonth, "amount": ch.amount, "source": "budgetMonthlyCents"})
+	}
+	return nil
+}
