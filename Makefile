@@ -45,6 +45,9 @@ bench: deps build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./host/bench/
 	$(GO) test -run '^$$' -bench . -benchtime 200x -timeout 20m ./extensions/work/
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./extensions/agents/
+	$(GO) test -run '^$$' -bench BenchmarkPublicFireHMAC -benchtime 200x -timeout 20m ./extensions/routines/
+	$(GO) test -run '^$$' -bench . -benchtime 50x -timeout 20m ./extensions/costs/
+	$(GO) test -run '^$$' -bench . -benchtime 200x -timeout 20m ./extensions/dashboard/
 
 # proto regenerates the protocol code and the manifest JSON Schema (needs protoc and the
 # protoc-gen-go/-go-grpc generators; the generated files are committed).
