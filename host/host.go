@@ -16,6 +16,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/keelhq/keel/host/hostsvc"
 	"github.com/keelhq/keel/host/pgembed"
@@ -36,6 +37,8 @@ type Host struct {
 	app        *fiber.App
 	ln         net.Listener
 	served     chan error
+	// queueStarted yields the job queue's start result; the queue starts in the background.
+	queueStarted chan error
 	// URL is the base URL the API is served at, such as http://127.0.0.1:3100.
 	URL string
 	// LoadErr joins the refusals of extensions that did not load (the host runs without them).
@@ -88,16 +91,19 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 		}
 		dsn = h.PG.DSN("keel")
 	}
+	// The job queue's schema migrates alongside the kernel's, on its own connections.
+	queueMigrated := make(chan error, 1)
+	go func() { queueMigrated <- migrateQueue(ctx, dsn) }()
 	h.Kernel, err = kernel.New(ctx, dsn, kernel.Config{
 		DeploymentMode: cfg.DeploymentMode, DeploymentExposure: cfg.DeploymentExposure, PublicBaseURL: cfg.PublicBaseURL,
 		APIURL: apiURL, AgentJWTSecret: cfg.AgentJWTSecret, AgentJWTTTL: cfg.AgentJWTTTL,
 		EnableCompanyDeletion: cfg.EnableCompanyDeletion, AttachmentMaxBytes: cfg.AttachmentMaxBytes,
 		Logger: logger.Named("kernel"),
 	})
-	if err != nil {
-		return nil, err
+	if qerr := <-queueMigrated; err == nil {
+		err = qerr
 	}
-	if err := queue.Migrate(ctx, h.Kernel.Pool); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	h.wasm, err = newWasmLoader(ctx, filepath.Join(cfg.Home, "wasm-cache"), logger.Named("wasm"))
@@ -138,14 +144,36 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 		}
 	}
 	h.Supervisor.Run(2 * time.Second)
-	if err := h.Queue.Start(context.WithoutCancel(ctx)); err != nil {
-		return nil, err
-	}
+	// River's start (leader election, producers) takes a noticeable slice of start-up and
+	// nothing needs it before the API answers: jobs enqueued meanwhile wait in their table.
+	// A queue that cannot start stops keel through Served.
+	h.queueStarted = make(chan error, 1)
+	go func() {
+		err := h.Queue.Start(context.WithoutCancel(ctx))
+		if err != nil {
+			logger.Error("job queue failed to start", "error", err)
+			select {
+			case h.served <- err:
+			default:
+			}
+		}
+		h.queueStarted <- err
+	}()
 
 	h.app = h.Kernel.NewApp(0)
 	go func() { h.served <- h.app.Listener(h.ln) }()
 	logger.Info("keel is serving", "url", h.URL, "mode", cfg.DeploymentMode, "home", cfg.Home)
 	return h, nil
+}
+
+// migrateQueue migrates the job queue's schema over a short-lived pool of its own.
+func migrateQueue(ctx context.Context, dsn string) error {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("error connecting to migrate the job queue: %w", err)
+	}
+	defer pool.Close()
+	return queue.Migrate(ctx, pool)
 }
 
 // Served returns a channel that yields the HTTP server's exit error.
@@ -167,6 +195,12 @@ func (h *Host) Stop(ctx context.Context) {
 	}
 	h.ln = nil
 	if h.Queue != nil {
+		if h.queueStarted != nil {
+			select {
+			case <-h.queueStarted:
+			case <-ctx.Done():
+			}
+		}
 		if err := h.Queue.Stop(ctx); err != nil {
 			h.log.Warn("error stopping job queue", "error", err)
 		}
