@@ -58,6 +58,13 @@ func (e *engine) enqueueStart(ctx context.Context, agentID string) {
 	args, _ := json.Marshal(map[string]string{"agentId": agentID})
 	res, err := e.a.host.Jobs.Enqueue(ctx, &hostv1.EnqueueRequest{JobKey: jobStartRuns, ArgsJson: args, UniqueKey: "start:" + agentID})
 	if err == nil && res.Duplicate {
+		// A start-runs job of the agent is queued or running, and a running one may already
+		// have looked for the last time: queue a second one at once (starts serialize on a
+		// lock, so two running together is harmless) rather than waiting for a scheduled
+		// follow-up, whose pickup depends on the queue's scheduler interval.
+		res, err = e.a.host.Jobs.Enqueue(ctx, &hostv1.EnqueueRequest{JobKey: jobStartRuns, ArgsJson: args, UniqueKey: "start-again:" + agentID})
+	}
+	if err == nil && res.Duplicate {
 		_, err = e.a.host.Jobs.Enqueue(ctx, &hostv1.EnqueueRequest{JobKey: jobStartRuns, ArgsJson: args, UniqueKey: "start-later:" + agentID,
 			RunAt: time.Now().Add(time.Second).UTC().Format(time.RFC3339)})
 	}
