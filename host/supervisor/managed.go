@@ -51,6 +51,9 @@ type managed struct {
 	startMu  sync.Mutex   // one start at a time (first use of a lazy extension, flag flips)
 	lastUsed atomic.Int64 // unix nanoseconds of the last routed request, call, job or event
 	inflight atomic.Int64 // requests, calls, jobs and events being served now
+	// launching is set by Load before the background start of the extension is scheduled
+	// and cleared when that start returns, so WaitReady never sees a gap between the two.
+	launching atomic.Bool
 }
 
 // release ends one in-flight use and counts it as the last use.

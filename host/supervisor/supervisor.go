@@ -143,8 +143,10 @@ func (s *Supervisor) Load(ctx context.Context, sources []*Source) error {
 	// is still starting waits for that start (see clientFor) instead of failing.
 	for _, m := range started {
 		s.wg.Add(1)
+		m.launching.Store(true)
 		go func() {
 			defer s.wg.Done()
+			defer m.launching.Store(false)
 			if err := m.start(s.ctx); err != nil {
 				s.log.Warn("extension failed to start; retrying with backoff", "extension", m.key, "error", err)
 			}
@@ -556,7 +558,7 @@ func (s *Supervisor) WaitReady(ctx context.Context) error {
 		pending := ""
 		s.mu.RLock()
 		for key, m := range s.exts {
-			if c, _ := m.current(); c == nil && m.active() {
+			if c, _ := m.current(); c == nil && (m.active() || m.launching.Load()) {
 				pending = key
 				break
 			}
