@@ -31,6 +31,11 @@ func init() {
 				"are left alone; both non-negative). Output: the agent (with orgChainHealth when budgetMonthlyCents is set).",
 			Call: callSetBudget,
 		},
+		"setSpend": {
+			Description: "Store this month's spend of many agents of the call's company in one statement: input {spent: {agentId: cents}} " +
+				"(non-negative). Output: {agents: {agentId: budgetMonthlyCents}} for the agents of the company (others are left out).",
+			Call: callSetSpend,
+		},
 		"cancelRuns": {
 			Description: "Cancel the queued and running runs of a company: input {companyId, issueIds?}; with issueIds only the " +
 				"runs whose context issue is one of them. The call's company wins. Output: {cancelled}.",
@@ -237,4 +242,86 @@ func callCancelRuns(a *Agents, ctx context.Context, call *sdk.MethodCall) (any, 
 		n++
 	}
 	return map[string]any{"cancelled": n}, nil
+}
+
+// setSpendSQL stores the spend of many agents of one company and returns their monthly
+// budgets; an agent of the company without a configuration row gets its default row.
+const setSpendSQL = `WITH spent (agent_id, cents) AS (
+	SELECT * FROM unnest($2::uuid[], $3::bigint[])
+), inserted AS (
+	INSERT INTO agent_configs (agent_id, company_id, spent_monthly_cents)
+	SELECT s.agent_id, $1, s.cents FROM spent s WHERE $4 AND NOT EXISTS (SELECT 1 FROM agent_configs c WHERE c.agent_id = s.agent_id)
+	ON CONFLICT (agent_id) DO NOTHING
+	RETURNING agent_id::text, budget_monthly_cents
+), updated AS (
+	UPDATE agent_configs c SET spent_monthly_cents = s.cents
+	FROM spent s WHERE c.agent_id = s.agent_id AND c.company_id = $1
+	RETURNING c.agent_id::text, c.budget_monthly_cents
+)
+SELECT * FROM inserted UNION ALL SELECT * FROM updated`
+
+func callSetSpend(a *Agents, ctx context.Context, call *sdk.MethodCall) (any, error) {
+	var in struct {
+		Spent map[string]int64 `json:"spent"`
+	}
+	if err := call.Bind(&in); err != nil {
+		return nil, err
+	}
+	if !isUUID(call.CompanyID) {
+		return nil, invalid("companyId", "the call needs a company")
+	}
+	ids := make([]string, 0, len(in.Spent))
+	cents := make([]int64, 0, len(in.Spent))
+	for id, c := range in.Spent {
+		if !isUUID(id) {
+			return nil, invalid("spent", fmt.Sprintf("%q is not an agent id", id))
+		}
+		if c < 0 {
+			return nil, invalid("spent."+id, "must be a non-negative integer")
+		}
+		ids, cents = append(ids, id), append(cents, c)
+	}
+	out := map[string]int64{}
+	if len(ids) == 0 {
+		return map[string]any{"agents": out}, nil
+	}
+	// Agents without a configuration row are rare (created by the kernel only); only then
+	// are identities read, to keep other companies' agents out.
+	var configured int
+	if err := a.pool.QueryRow(ctx, `SELECT count(*) FROM agent_configs WHERE agent_id = ANY($1::uuid[]) AND company_id = $2`,
+		ids, call.CompanyID).Scan(&configured); err != nil {
+		return nil, fmt.Errorf("error storing agent spend: %w", err)
+	}
+	insertMissing := false
+	if configured < len(ids) {
+		kept := ids[:0]
+		keptCents := cents[:0]
+		for i, id := range ids {
+			ident, err := a.identity(ctx, id) // nil when there is no such agent
+			if err != nil {
+				return nil, err
+			}
+			if ident != nil && ident.CompanyId == call.CompanyID {
+				kept, keptCents = append(kept, id), append(keptCents, cents[i])
+			}
+		}
+		ids, cents, insertMissing = kept, keptCents, true
+	}
+	rows, err := a.pool.Query(ctx, setSpendSQL, call.CompanyID, ids, cents, insertMissing)
+	if err != nil {
+		return nil, fmt.Errorf("error storing agent spend: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var budget int64
+		if err := rows.Scan(&id, &budget); err != nil {
+			return nil, fmt.Errorf("error storing agent spend: %w", err)
+		}
+		out[id] = budget
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("error storing agent spend: %w", err)
+	}
+	return map[string]any{"agents": out}, nil
 }

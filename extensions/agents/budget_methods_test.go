@@ -56,6 +56,21 @@ func TestBudgetMethods(t *testing.T) {
 		require.EqualValues(t, 7, out["spentMonthlyCents"])
 	})
 
+	t.Run("SetSpend", func(t *testing.T) {
+		bare := h.CreateAgent(company, "Bare Spender", "general") // no configuration row yet
+		stranger := h.CreateAgent(h.CreateCompany("Stranger Co"), "Stranger", "general")
+		out := invoke(t, h, "agents.setSpend", company, map[string]any{"spent": map[string]any{id: 120, bare.ID: 9, stranger.ID: 5}})
+		require.Equal(t, map[string]any{id: float64(500), bare.ID: float64(0)}, out["agents"],
+			"the budgets of the company's agents; another company's agent is left out")
+		require.EqualValues(t, 120, get()["spentMonthlyCents"])
+		res := h.Do("GET", "/api/agents/"+bare.ID, nil)
+		require.EqualValues(t, 9, res.Map(t)["spentMonthlyCents"])
+		res = h.Do("GET", "/api/agents/"+stranger.ID, nil)
+		require.EqualValues(t, 0, res.Map(t)["spentMonthlyCents"], "untouched")
+		require.Equal(t, http.StatusBadRequest, callErr("agents.setSpend", company, map[string]any{"spent": map[string]any{id: -1}}).Status)
+		require.Equal(t, http.StatusBadRequest, callErr("agents.setSpend", company, map[string]any{"spent": map[string]any{"nope": 1}}).Status)
+	})
+
 	t.Run("PauseAndResume", func(t *testing.T) {
 		run := wake(t, h, id, nil)
 		waitRun(t, h, run["id"].(string), 20*time.Second, "running")

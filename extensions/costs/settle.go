@@ -3,9 +3,7 @@ package costs
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"sync"
 	"time"
@@ -142,61 +140,52 @@ type monthlyBudget struct {
 	Cents     int64
 }
 
-// pushSpend writes this month's spend to the kernel's company record and to the agents'
-// configuration, side by side, and returns the monthly budgets those records show.
+// pushSpend writes this month's spend to the kernel's company record and, in one call, to
+// the agents' configuration, side by side, and returns the monthly budgets those records
+// show.
 func (c *Costs) pushSpend(ctx context.Context, companyID string, month *scopeSums, agentIDs []string) ([]monthlyBudget, error) {
-	type result struct {
-		budget *monthlyBudget
-		err    error
-	}
-	results := make(chan result, len(agentIDs)+1)
-	sem := make(chan struct{}, 8)
-	go func() {
-		spent := month.Company
-		rec, err := c.updateCompanyBudget(ctx, &hostv1.UpdateCompanyBudgetRequest{CompanyId: companyID, SpentMonthlyCents: &spent})
-		if err != nil {
-			results <- result{err: err}
-			return
-		}
-		var co companyRecord
-		if err := json.Unmarshal(rec, &co); err != nil {
-			results <- result{err: fmt.Errorf("error decoding company %s: %w", companyID, err)}
-			return
-		}
-		results <- result{budget: &monthlyBudget{scopeCompany, companyID, co.BudgetMonthlyCents}}
-	}()
-	for _, id := range agentIDs {
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem }()
-			var ag struct {
-				BudgetMonthlyCents int64 `json:"budgetMonthlyCents"`
-			}
-			err := c.host.Call(ctx, "agents.setBudget", sdk.SystemActor(), companyID,
-				map[string]any{"agentId": id, "spentMonthlyCents": month.Agents[id]}, &ag)
-			var se *sdk.Error
-			switch {
-			case err == nil:
-				results <- result{budget: &monthlyBudget{scopeAgent, id, ag.BudgetMonthlyCents}}
-			case sdk.IsMethodNotProvided(err), errors.As(err, &se) && se.Status == http.StatusNotFound:
-				results <- result{}
-			default:
-				results <- result{err: fmt.Errorf("error storing spend of agent %s: %w", id, err)}
-			}
-		}()
-	}
-	var first error
 	var budgets []monthlyBudget
-	for range len(agentIDs) + 1 {
-		r := <-results
-		if r.err != nil && first == nil {
-			first = r.err
+	var agentsErr error
+	agentsDone := make(chan struct{})
+	go func() {
+		defer close(agentsDone)
+		if len(agentIDs) == 0 {
+			return
 		}
-		if r.budget != nil {
-			budgets = append(budgets, *r.budget)
+		spent := make(map[string]int64, len(agentIDs))
+		for _, id := range agentIDs {
+			spent[id] = month.Agents[id]
 		}
+		var out struct {
+			Agents map[string]int64 `json:"agents"`
+		}
+		err := c.host.Call(ctx, "agents.setSpend", sdk.SystemActor(), companyID, map[string]any{"spent": spent}, &out)
+		switch {
+		case err == nil:
+			for _, id := range agentIDs {
+				if cents, ok := out.Agents[id]; ok {
+					budgets = append(budgets, monthlyBudget{scopeAgent, id, cents})
+				}
+			}
+		case sdk.IsMethodNotProvided(err):
+		default:
+			agentsErr = fmt.Errorf("error storing spend of agents of company %s: %w", companyID, err)
+		}
+	}()
+	spent := month.Company
+	rec, err := c.updateCompanyBudget(ctx, &hostv1.UpdateCompanyBudgetRequest{CompanyId: companyID, SpentMonthlyCents: &spent})
+	<-agentsDone
+	if err != nil {
+		return nil, err
 	}
-	return budgets, first
+	if agentsErr != nil {
+		return nil, agentsErr
+	}
+	var co companyRecord
+	if err := json.Unmarshal(rec, &co); err != nil {
+		return nil, fmt.Errorf("error decoding company %s: %w", companyID, err)
+	}
+	return append(budgets, monthlyBudget{scopeCompany, companyID, co.BudgetMonthlyCents}), nil
 }
 
 // reconcileMonthlyPolicySQL makes the monthly billed-cents policy of each company or agent
