@@ -31,6 +31,11 @@ type engine struct {
 	mu        sync.Mutex
 	executing map[string]context.CancelFunc
 
+	// kicks holds the agents whose start-runs pass runs in this process; true asks for one
+	// more pass when it ends.
+	kickMu sync.Mutex
+	kicks  map[string]bool
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

@@ -50,32 +50,55 @@ func globalMaxRuns() int {
 	return 50
 }
 
-// enqueueStart enqueues start-runs for the agent. The queue drops a job whose unique key is
-// queued or running; when that happens the running job might already have looked, so a
-// follow-up is scheduled a second later under a second key (the timer tick sweeps whatever
-// still slips through).
-func (e *engine) enqueueStart(ctx context.Context, agentID string) {
-	args, _ := json.Marshal(map[string]string{"agentId": agentID})
-	res, err := e.a.host.Jobs.Enqueue(ctx, &hostv1.EnqueueRequest{JobKey: jobStartRuns, ArgsJson: args, UniqueKey: "start:" + agentID})
-	if err == nil && res.Duplicate {
-		// A start-runs job of the agent is queued or running, and a running one may already
-		// have looked for the last time: queue a second one at once (starts serialize on a
-		// lock, so two running together is harmless) rather than waiting for a scheduled
-		// follow-up, whose pickup depends on the queue's scheduler interval.
-		res, err = e.a.host.Jobs.Enqueue(ctx, &hostv1.EnqueueRequest{JobKey: jobStartRuns, ArgsJson: args, UniqueKey: "start-again:" + agentID})
+// enqueueStart starts the agent's queued runs as soon as the caps allow. It runs
+// start-runs in this process rather than through a queued job: claiming runs is already
+// serialized across nodes by a database lock, and only the execution of a claimed run needs
+// the queue's exactly-once delivery (execute-run). Concurrent calls for one agent coalesce
+// into one more pass. Runs queued but never started here (a crash in between) are picked up
+// by the reaper's sweep and by the next engine's recovery.
+func (e *engine) enqueueStart(_ context.Context, agentID string) {
+	e.kickMu.Lock()
+	if e.kicks == nil {
+		e.kicks = map[string]bool{}
 	}
-	if err == nil && res.Duplicate {
-		_, err = e.a.host.Jobs.Enqueue(ctx, &hostv1.EnqueueRequest{JobKey: jobStartRuns, ArgsJson: args, UniqueKey: "start-later:" + agentID,
-			RunAt: time.Now().Add(time.Second).UTC().Format(time.RFC3339)})
+	if _, running := e.kicks[agentID]; running {
+		e.kicks[agentID] = true // run once more when the current pass ends
+		e.kickMu.Unlock()
+		return
 	}
-	if err != nil {
-		e.a.log.Warn("error enqueueing start-runs", "agent", agentID, "error", err)
+	e.kicks[agentID] = false
+	e.kickMu.Unlock()
+	e.mu.Lock()
+	if e.ctx.Err() != nil {
+		e.mu.Unlock()
+		e.kickMu.Lock()
+		delete(e.kicks, agentID)
+		e.kickMu.Unlock()
+		return
 	}
+	e.wg.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.wg.Done()
+		for {
+			if err := e.startRunsJob(e.ctx, agentID); err != nil && e.ctx.Err() == nil {
+				e.a.log.Warn("error starting runs", "agent", agentID, "error", err)
+			}
+			e.kickMu.Lock()
+			if again := e.kicks[agentID]; again && e.ctx.Err() == nil {
+				e.kicks[agentID] = false
+				e.kickMu.Unlock()
+				continue
+			}
+			delete(e.kicks, agentID)
+			e.kickMu.Unlock()
+			return
+		}
+	}()
 }
 
 // startRunsJob runs start-runs until nothing more starts, then looks once more after a
-// short pause: a wake queued while this job runs has its own start-runs dropped as a
-// duplicate, so this job must pick it up rather than leave it to the delayed follow-up.
+// short pause, for a run that becomes startable just then (a run of the agent finishing).
 func (e *engine) startRunsJob(ctx context.Context, agentID string) error {
 	rechecked := false
 	for range 100 {
