@@ -50,7 +50,7 @@ bench: deps build
 	$(GO) test -run '^$$' -bench BenchmarkPublicFireHMAC -benchtime 200x -timeout 20m ./extensions/routines/
 	$(GO) test -run '^$$' -bench 1M -benchtime 50x -timeout 20m ./extensions/costs/
 	$(GO) test -run '^$$' -bench Ingest -benchtime 2000x -timeout 20m ./extensions/costs/
-	$(GO) test -run '^$$' -bench . -benchtime 200x -timeout 20m ./extensions/dashboard/
+	$(GO) test -run '^$$' -bench . -benchtime 2000x -timeout 20m ./extensions/dashboard/
 
 # proto regenerates the protocol code and the manifest JSON Schema (needs protoc and the
 # protoc-gen-go/-go-grpc generators; the generated files are committed).
