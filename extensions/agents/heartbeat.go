@@ -314,17 +314,21 @@ func (e *engine) suppression(ctx context.Context, in *wakeInput, agent *hostv1.A
 
 // issueLocks is what a wake needs to know about its issue.
 type issueLocks struct {
+	Found          bool    `json:"found"`
 	ExecutionRunID *string `json:"executionRunId"`
 	CheckoutRunID  *string `json:"checkoutRunId"`
 	ProjectID      *string `json:"projectId"`
 }
 
-// issueLocks reads the wake's issue from the work extension (work.issues.get); an unknown
-// issue or a missing work extension gives nil, which holds nothing.
+// issueLocks reads the wake's issue from the work extension (work.issues.locks, one indexed
+// row); an unknown issue or a missing work extension gives nil, which holds nothing.
 func (e *engine) issueLocks(ctx context.Context, companyID, issueID string) *issueLocks {
 	var iss issueLocks
-	if err := e.a.host.Call(ctx, "work.issues.get", sdk.SystemActor(), companyID, map[string]string{"id": issueID}, &iss); err != nil {
+	if err := e.a.host.Call(ctx, "work.issues.locks", sdk.SystemActor(), companyID, map[string]string{"id": issueID}, &iss); err != nil {
 		e.a.log.Debug("issue lock unknown", "issue", issueID, "error", err)
+		return nil
+	}
+	if !iss.Found {
 		return nil
 	}
 	return &iss
