@@ -49,6 +49,9 @@ type Config struct {
 	HealthInterval time.Duration
 	// RestartMin is the first restart backoff of a crashed extension (250ms).
 	RestartMin time.Duration
+	// ExtensionGOMAXPROCS is the GOMAXPROCS of process extensions (SERVICE_EXTENSION_GOMAXPROCS,
+	// default 1; 0 in the environment, or a negative value here, leaves Go's default).
+	ExtensionGOMAXPROCS int
 	// DisableBuiltins skips first-party extensions (tests that load only their own).
 	DisableBuiltins bool
 }
@@ -102,6 +105,16 @@ func ConfigFromEnv() (Config, error) {
 		}
 		c.EnableCompanyDeletion = b
 	}
+	if v := os.Getenv("SERVICE_EXTENSION_GOMAXPROCS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("SERVICE_EXTENSION_GOMAXPROCS=%q is not a non-negative integer", v))
+		}
+		c.ExtensionGOMAXPROCS = n
+		if n == 0 {
+			c.ExtensionGOMAXPROCS = -1
+		}
+	}
 	if v := os.Getenv("SERVICE_EXTENSION_HEALTH_INTERVAL"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -128,6 +141,9 @@ func (c *Config) normalize() error {
 	c.Home = abs
 	if c.Host == "" {
 		c.Host = "127.0.0.1"
+	}
+	if c.ExtensionGOMAXPROCS == 0 {
+		c.ExtensionGOMAXPROCS = 1
 	}
 	if c.Port < 0 || c.Port > 65535 {
 		return fmt.Errorf("SERVICE_PORT %d is out of range", c.Port)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -253,6 +254,9 @@ func (m *managed) command() (*exec.Cmd, *plugin.SecureConfig, error) {
 		cmd = exec.Command(path)
 		cmd.Dir = m.src.Dir
 		cmd.Env = os.Environ()
+	}
+	if n := m.s.cfg.ExtensionGOMAXPROCS; n > 0 {
+		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(n))
 	}
 	// The extension dies with the host, even when the host is killed with SIGKILL.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
