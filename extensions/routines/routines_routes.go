@@ -1,8 +1,10 @@
 package routines
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -10,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/keelhq/keel/sdk"
 )
@@ -35,6 +38,11 @@ type RoutineCreateBody struct {
 	ActivityGatePolicy *string    `json:"activityGatePolicy,omitempty" jsonschema:"enum=always,enum=require_external_activity"`
 	ActivityGateScope  *string    `json:"activityGateScope,omitempty" jsonschema:"enum=company,enum=project"`
 	Variables          []Variable `json:"variables,omitempty"`
+	// FolderID is a UUID or null; it is stored as given (no folders owner checks it yet).
+	FolderID *string `json:"folderId,omitempty" jsonschema:"format=uuid"`
+	// Env maps variable names to strings, {type:"plain",value} or
+	// {type:"secret_ref",secretId,version?} bindings; null for none.
+	Env map[string]json.RawMessage `json:"env,omitempty"`
 }
 
 // RoutinePatchBody is the body of PATCH /api/routines/{routineId}: any create field; null
@@ -53,6 +61,12 @@ type RoutinePatchBody struct {
 	ActivityGatePolicy patchField[string]     `json:"activityGatePolicy,omitempty"`
 	ActivityGateScope  patchField[string]     `json:"activityGateScope,omitempty"`
 	Variables          patchField[[]Variable] `json:"variables,omitempty"`
+	FolderID           patchField[string]     `json:"folderId,omitempty"`
+	// Env replaces the whole env map; null clears it.
+	Env patchField[map[string]json.RawMessage] `json:"env,omitempty"`
+	// BaseRevisionID is the revision the change was made against: when it is not the
+	// routine's latest revision the update is refused (409) and nothing changes.
+	BaseRevisionID patchField[string] `json:"baseRevisionId,omitempty"`
 }
 
 // Text limits of routines.
@@ -72,7 +86,8 @@ func init() {
 			Summary: "Read a routine with its project, agent, parent issue, triggers, recent runs and active execution issue",
 			Handle:  (*Routines).getRoute},
 		route{Method: "PATCH", Path: "/api/routines/{routineId}",
-			Summary: "Update a routine (agents only their own, never reassigning it)", Body: RoutinePatchBody{}, Handle: (*Routines).patchRoute},
+			Summary: "Update a routine (agents only their own, never reassigning it); a change records a new revision, and a " +
+				"baseRevisionId that is not the latest is refused with 409", Body: RoutinePatchBody{}, Handle: (*Routines).patchRoute},
 	)
 }
 
@@ -83,6 +98,8 @@ type routineState struct {
 	Priority, Status                                                string
 	ConcurrencyPolicy, CatchUpPolicy, ActivityGatePolicy, GateScope string
 	Variables                                                       []Variable
+	FolderID                                                        *string
+	Env                                                             map[string]json.RawMessage
 }
 
 // check validates the state's own fields (400 Validation error naming each).
@@ -111,11 +128,12 @@ func (st *routineState) check() error {
 	enum("activityGatePolicy", st.ActivityGatePolicy, gatePolicies)
 	enum("activityGateScope", st.GateScope, gateScopes)
 	for path, v := range map[string]*string{"assigneeAgentId": st.AssigneeAgentID, "projectId": st.ProjectID,
-		"goalId": st.GoalID, "parentIssueId": st.ParentIssueID} {
+		"goalId": st.GoalID, "parentIssueId": st.ParentIssueID, "folderId": st.FolderID} {
 		if v != nil && !isUUID(*v) {
 			bad(path, "must be a UUID")
 		}
 	}
+	d = append(d, checkEnv(st.Env)...)
 	vars, vd := normalizeVariables(st.Variables)
 	d = append(d, vd...)
 	if len(vd) == 0 {
@@ -226,7 +244,7 @@ func (x *Routines) createRoute(rw http.ResponseWriter, r *http.Request) {
 	st := &routineState{Title: body.Title, Description: deref(body.Description), AssigneeAgentID: lowerPtr(body.AssigneeAgentID),
 		ProjectID: lowerPtr(body.ProjectID), GoalID: lowerPtr(body.GoalID), ParentIssueID: lowerPtr(body.ParentIssueID),
 		Priority: "medium", ConcurrencyPolicy: policyCoalesce, CatchUpPolicy: catchUpSkipMissed, ActivityGatePolicy: gateAlways,
-		GateScope: scopeCompany, Variables: body.Variables}
+		GateScope: scopeCompany, Variables: body.Variables, FolderID: lowerPtr(body.FolderID), Env: body.Env}
 	if st.Variables == nil {
 		st.Variables = []Variable{}
 	}
@@ -263,14 +281,21 @@ func (x *Routines) createRoute(rw http.ResponseWriter, r *http.Request) {
 	actor := sdk.ActorFrom(ctx)
 	agentID, userID := actorIDs(actor)
 	vars, _ := json.Marshal(st.Variables)
-	rt, err := scanRoutine(x.pool.QueryRow(ctx, `INSERT INTO routines (id, company_id, project_id, goal_id, parent_issue_id, title,
+	env, err := envJSON(st.Env)
+	if err != nil {
+		x.writeErr(rw, err)
+		return
+	}
+	rt, err := x.insertRoutine(ctx, actor, func(tx pgx.Tx) (*Routine, error) {
+		return scanRoutine(tx.QueryRow(ctx, `INSERT INTO routines (id, company_id, project_id, goal_id, parent_issue_id, title,
 		description, assignee_agent_id, priority, status, concurrency_policy, catch_up_policy, activity_gate_policy,
 		activity_gate_scope, variables, created_by_agent_id, created_by_user_id, responsible_user_id, updated_by_agent_id,
-		updated_by_user_id) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$17,$16,$17)
+		updated_by_user_id, folder_id, env) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$17,$16,$17,$18,$19)
 		RETURNING `+routineCols,
-		uuid.NewString(), companyID, st.ProjectID, st.GoalID, st.ParentIssueID, st.Title, strOrNil(st.Description),
-		st.AssigneeAgentID, st.Priority, st.Status, st.ConcurrencyPolicy, st.CatchUpPolicy, st.ActivityGatePolicy, st.GateScope,
-		vars, agentID, userID))
+			uuid.NewString(), companyID, st.ProjectID, st.GoalID, st.ParentIssueID, st.Title, strOrNil(st.Description),
+			st.AssigneeAgentID, st.Priority, st.Status, st.ConcurrencyPolicy, st.CatchUpPolicy, st.ActivityGatePolicy, st.GateScope,
+			vars, agentID, userID, st.FolderID, env))
+	})
 	if err != nil {
 		x.writeErr(rw, fmt.Errorf("error creating routine: %w", err))
 		return
@@ -278,6 +303,28 @@ func (x *Routines) createRoute(rw http.ResponseWriter, r *http.Request) {
 	x.activityBy(ctx, actor, "", companyID, "routine.created", "routine", rt.ID, withProject(rt.ProjectID, map[string]any{
 		"routineId": rt.ID, "title": rt.Title, "status": rt.Status, "assigneeAgentId": rt.AssigneeAgentID}))
 	sdk.WriteJSON(rw, http.StatusCreated, rt)
+}
+
+// insertRoutine inserts a routine and its first revision ("Created routine") in one
+// transaction.
+func (x *Routines) insertRoutine(ctx context.Context, actor *sdk.Actor, insert func(tx pgx.Tx) (*Routine, error)) (*Routine, error) {
+	tx, err := x.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	rt, err := insert(tx)
+	if err != nil {
+		return nil, err
+	}
+	rt, _, err = writeRevision(ctx, tx, rt.ID, actor, summaryCreated, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, err
+	}
+	return rt, nil
 }
 
 // withProject adds projectId to activity details when the routine has one.
@@ -312,11 +359,53 @@ func (x *Routines) patchRoute(rw http.ResponseWriter, r *http.Request) {
 		x.writeErr(rw, err)
 		return
 	}
+	rt, _, err := x.applyPatch(ctx, cur, &body, &patchOpts{summary: summaryUpdated})
+	if err != nil {
+		x.writeErr(rw, err)
+		return
+	}
+	sdk.WriteJSON(rw, http.StatusOK, rt)
+}
+
+// patchOpts says how applyPatch records its revision: the change summary, the revision a
+// restore copies, and force to record a revision (and activity) even when no field changes.
+type patchOpts struct {
+	summary      string
+	restoredFrom *Revision
+	force        bool
+}
+
+// staleRevision is the 409 of an update made against a revision that is not the latest.
+func staleRevision(rt *Routine) error {
+	return conflict(fmt.Sprintf("Routine has changed since the base revision: the latest revision is %d; reload it and try again",
+		rt.LatestRevisionNumber))
+}
+
+// applyPatch validates and applies a partial update of cur and records it as a new revision
+// in the same transaction, with its activity entry. A patch that changes nothing writes
+// nothing (no revision, no activity) unless opts.force; it answers the routine unchanged
+// and a nil revision.
+func (x *Routines) applyPatch(ctx context.Context, cur *Routine, body *RoutinePatchBody, opts *patchOpts) (*Routine, *Revision, error) {
+	var baseRevision *string
+	if body.BaseRevisionID.Set && !body.BaseRevisionID.Null {
+		b := strings.ToLower(strings.TrimSpace(body.BaseRevisionID.Value))
+		if !isUUID(b) {
+			return nil, nil, invalid("baseRevisionId", "must be a UUID")
+		}
+		if b != deref(cur.LatestRevisionID) {
+			return nil, nil, staleRevision(cur)
+		}
+		baseRevision = &b
+	}
 	st := &routineState{Title: cur.Title, Description: deref(cur.Description), AssigneeAgentID: cur.AssigneeAgentID,
 		ProjectID: cur.ProjectID, GoalID: cur.GoalID, ParentIssueID: cur.ParentIssueID, Priority: cur.Priority, Status: cur.Status,
 		ConcurrencyPolicy: cur.ConcurrencyPolicy, CatchUpPolicy: cur.CatchUpPolicy, ActivityGatePolicy: cur.ActivityGatePolicy,
-		GateScope: cur.ActivityGateScope, Variables: cur.Variables}
-	var changes []string
+		GateScope: cur.ActivityGateScope, Variables: cur.Variables, FolderID: cur.FolderID}
+	if s := strings.TrimSpace(string(cur.Env)); s != "" && s != "null" {
+		if err := json.Unmarshal(cur.Env, &st.Env); err != nil {
+			return nil, nil, fmt.Errorf("error reading routine env: %w", err)
+		}
+	}
 	var nullErrs []detail
 	str := func(name string, f patchField[string], dst *string) {
 		if !f.Set {
@@ -327,9 +416,8 @@ func (x *Routines) patchRoute(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 		*dst = f.Value
-		changes = append(changes, name)
 	}
-	ref := func(name string, f patchField[string], dst **string) {
+	ref := func(f patchField[string], dst **string) {
 		if !f.Set {
 			return
 		}
@@ -338,17 +426,16 @@ func (x *Routines) patchRoute(rw http.ResponseWriter, r *http.Request) {
 		} else {
 			*dst = lowerPtr(&f.Value)
 		}
-		changes = append(changes, name)
 	}
 	str("title", body.Title, &st.Title)
 	if body.Description.Set {
 		st.Description = body.Description.Value
-		changes = append(changes, "description")
 	}
-	ref("assigneeAgentId", body.AssigneeAgentID, &st.AssigneeAgentID)
-	ref("projectId", body.ProjectID, &st.ProjectID)
-	ref("goalId", body.GoalID, &st.GoalID)
-	ref("parentIssueId", body.ParentIssueID, &st.ParentIssueID)
+	ref(body.AssigneeAgentID, &st.AssigneeAgentID)
+	ref(body.ProjectID, &st.ProjectID)
+	ref(body.GoalID, &st.GoalID)
+	ref(body.ParentIssueID, &st.ParentIssueID)
+	ref(body.FolderID, &st.FolderID)
 	str("priority", body.Priority, &st.Priority)
 	str("status", body.Status, &st.Status)
 	str("concurrencyPolicy", body.ConcurrencyPolicy, &st.ConcurrencyPolicy)
@@ -360,85 +447,161 @@ func (x *Routines) patchRoute(rw http.ResponseWriter, r *http.Request) {
 		if st.Variables == nil {
 			st.Variables = []Variable{}
 		}
-		changes = append(changes, "variables")
+	}
+	if body.Env.Set {
+		st.Env = body.Env.Value
+		if body.Env.Null {
+			st.Env = nil
+		}
 	}
 	if len(nullErrs) > 0 {
-		x.writeErr(rw, validationError(nullErrs...))
-		return
+		return nil, nil, validationError(nullErrs...)
 	}
 	if err := st.check(); err != nil {
-		x.writeErr(rw, err)
-		return
+		return nil, nil, err
 	}
 	if cur.Status == statusArchived && st.Status != statusArchived {
-		x.writeErr(rw, conflict(msgRoutineArchived))
-		return
+		return nil, nil, conflict(msgRoutineArchived)
 	}
 	// An assignee removed from an active routine pauses it; activating one without an
 	// assignee is refused.
 	if st.AssigneeAgentID == nil && st.Status == statusActive {
 		if body.Status.Set {
-			x.writeErr(rw, unprocessable("An active routine needs an assignee"))
-			return
+			return nil, nil, unprocessable("An active routine needs an assignee")
 		}
 		st.Status = statusPaused
 	}
-	if body.AssigneeAgentID.Set && deref(st.AssigneeAgentID) != deref(cur.AssigneeAgentID) {
+	if deref(st.AssigneeAgentID) != deref(cur.AssigneeAgentID) {
 		if err := x.canAssign(ctx, cur.CompanyID, st.AssigneeAgentID, msgAgentNoReassign); err != nil {
-			x.writeErr(rw, err)
-			return
+			return nil, nil, err
 		}
 	}
 	if err := x.checkRefs(ctx, cur.CompanyID, st, cur); err != nil {
-		x.writeErr(rw, err)
-		return
+		return nil, nil, err
 	}
-	if missing := missingRequired(st.Variables); len(missing) > 0 && body.Variables.Set {
+	vars, _ := json.Marshal(st.Variables)
+	env, err := envJSON(st.Env)
+	if err != nil {
+		return nil, nil, err
+	}
+	changes := routineChanges(cur, st, vars, env)
+	if len(changes) == 0 && !opts.force {
+		return cur, nil, nil
+	}
+	if missing := missingRequired(st.Variables); len(missing) > 0 && slices.Contains(changes, "variables") {
 		var n int
 		if err := x.pool.QueryRow(ctx, `SELECT count(*) FROM routine_triggers WHERE routine_id = $1 AND kind = 'schedule' AND enabled`,
 			cur.ID).Scan(&n); err != nil {
-			x.writeErr(rw, fmt.Errorf("error reading schedule triggers: %w", err))
-			return
+			return nil, nil, fmt.Errorf("error reading schedule triggers: %w", err)
 		}
 		if n > 0 {
-			x.writeErr(rw, unprocessable("Required variables need a default while a schedule trigger is enabled: "+strings.Join(missing, ", ")))
-			return
+			return nil, nil, unprocessable("Required variables need a default while a schedule trigger is enabled: " + strings.Join(missing, ", "))
 		}
 	}
 	actor := sdk.ActorFrom(ctx)
 	agentID, userID := actorIDs(actor)
-	vars, _ := json.Marshal(st.Variables)
+	var restoredFrom *string
+	if opts.restoredFrom != nil {
+		restoredFrom = &opts.restoredFrom.ID
+	}
 	tx, err := x.pool.Begin(ctx)
 	if err != nil {
-		x.writeErr(rw, fmt.Errorf("error updating routine: %w", err))
-		return
+		return nil, nil, fmt.Errorf("error updating routine: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	// The base revision is checked again under the row lock, so two updates made against
+	// the same revision cannot both pass.
+	var latest *string
+	var latestNumber int
+	if err := tx.QueryRow(ctx, `SELECT latest_revision_id, latest_revision_number FROM routines WHERE id = $1 FOR UPDATE`,
+		cur.ID).Scan(&latest, &latestNumber); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, nil, notFound(msgRoutineNotFound)
+		}
+		return nil, nil, fmt.Errorf("error updating routine: %w", err)
+	}
+	if baseRevision != nil && deref(latest) != *baseRevision {
+		return nil, nil, staleRevision(&Routine{LatestRevisionNumber: latestNumber})
+	}
 	rt, err := scanRoutine(tx.QueryRow(ctx, `UPDATE routines SET title = $2, description = $3, assignee_agent_id = $4, project_id = $5,
 		goal_id = $6, parent_issue_id = $7, priority = $8, status = $9, concurrency_policy = $10, catch_up_policy = $11,
 		activity_gate_policy = $12, activity_gate_scope = $13, variables = $14, updated_by_agent_id = $15, updated_by_user_id = $16,
-		updated_at = clock_timestamp() WHERE id = $1 RETURNING `+routineCols,
+		folder_id = $17, env = $18, updated_at = clock_timestamp() WHERE id = $1 RETURNING `+routineCols,
 		cur.ID, st.Title, strOrNil(st.Description), st.AssigneeAgentID, st.ProjectID, st.GoalID, st.ParentIssueID, st.Priority,
-		st.Status, st.ConcurrencyPolicy, st.CatchUpPolicy, st.ActivityGatePolicy, st.GateScope, vars, agentID, userID))
+		st.Status, st.ConcurrencyPolicy, st.CatchUpPolicy, st.ActivityGatePolicy, st.GateScope, vars, agentID, userID,
+		st.FolderID, env))
 	if err == nil && rt == nil {
 		err = notFound(msgRoutineNotFound)
+	}
+	var rev *Revision
+	if err == nil {
+		rt, rev, err = writeRevision(ctx, tx, cur.ID, actor, opts.summary, restoredFrom)
 	}
 	if err == nil {
 		err = tx.Commit(ctx)
 	}
 	if err != nil {
-		x.writeErr(rw, fmt.Errorf("error updating routine: %w", err))
-		return
+		return nil, nil, fmt.Errorf("error updating routine: %w", err)
 	}
-	details := map[string]any{"routineId": rt.ID, "changes": changes}
+	details := map[string]any{"routineId": rt.ID, "changes": changes, "revisionId": rev.ID, "revisionNumber": rev.RevisionNumber}
 	if rt.Status != cur.Status {
 		details["status"], details["previousStatus"] = rt.Status, cur.Status
 	}
 	if deref(rt.AssigneeAgentID) != deref(cur.AssigneeAgentID) {
 		details["assigneeAgentId"], details["previousAssigneeAgentId"] = rt.AssigneeAgentID, cur.AssigneeAgentID
 	}
-	x.activityBy(ctx, actor, "", rt.CompanyID, "routine.updated", "routine", rt.ID, withProject(rt.ProjectID, details))
-	sdk.WriteJSON(rw, http.StatusOK, rt)
+	action := "routine.updated"
+	if opts.restoredFrom != nil {
+		action = "routine.revision_restored"
+		details["restoredFromRevisionId"] = opts.restoredFrom.ID
+		details["restoredFromRevisionNumber"] = opts.restoredFrom.RevisionNumber
+	}
+	x.activityBy(ctx, actor, "", rt.CompanyID, action, "routine", rt.ID, withProject(rt.ProjectID, details))
+	return rt, rev, nil
+}
+
+// routineChanges names the fields whose next state (st, with variables and env encoded)
+// differs from the routine's.
+func routineChanges(cur *Routine, st *routineState, vars, env []byte) []string {
+	var changes []string
+	diff := func(name string, changed bool) {
+		if changed {
+			changes = append(changes, name)
+		}
+	}
+	curVars, _ := json.Marshal(cur.Variables)
+	diff("title", st.Title != cur.Title)
+	diff("description", st.Description != deref(cur.Description))
+	diff("assigneeAgentId", deref(st.AssigneeAgentID) != deref(cur.AssigneeAgentID))
+	diff("projectId", deref(st.ProjectID) != deref(cur.ProjectID))
+	diff("goalId", deref(st.GoalID) != deref(cur.GoalID))
+	diff("parentIssueId", deref(st.ParentIssueID) != deref(cur.ParentIssueID))
+	diff("folderId", deref(st.FolderID) != deref(cur.FolderID))
+	diff("priority", st.Priority != cur.Priority)
+	diff("status", st.Status != cur.Status)
+	diff("concurrencyPolicy", st.ConcurrencyPolicy != cur.ConcurrencyPolicy)
+	diff("catchUpPolicy", st.CatchUpPolicy != cur.CatchUpPolicy)
+	diff("activityGatePolicy", st.ActivityGatePolicy != cur.ActivityGatePolicy)
+	diff("activityGateScope", st.GateScope != cur.ActivityGateScope)
+	diff("variables", !jsonEqual(vars, curVars))
+	diff("env", !jsonEqual(env, cur.Env))
+	return changes
+}
+
+// jsonEqual compares two JSON documents by value (nil and empty are null).
+func jsonEqual(a, b []byte) bool {
+	norm := func(b []byte) string {
+		if len(bytes.TrimSpace(b)) == 0 {
+			return "null"
+		}
+		var v any
+		if json.Unmarshal(b, &v) != nil {
+			return string(b)
+		}
+		out, _ := json.Marshal(v)
+		return string(out)
+	}
+	return norm(a) == norm(b)
 }
 
 // triggerSummary is a trigger as the routine list shows it.

@@ -214,12 +214,16 @@ func (x *Routines) insertRun(ctx context.Context, in *dispatchInput, scope strin
 	if len(in.payload) > 0 {
 		payload = in.payload
 	}
+	// The run names the routine's latest revision at insert, read in the same statement;
+	// the board user who asked for it is responsible for it.
 	run, err := scanRun(x.pool.QueryRow(ctx, `INSERT INTO routine_runs (id, company_id, routine_id, trigger_id, source, status,
-		scheduled_for, idempotency_key, idempotency_scope, trigger_payload, dispatch, created_by_agent_id, created_by_user_id)
-		VALUES ($1,$2,$3,$4,$5,'received',$6,$7,$8,$9,$10,$11,$12)
+		scheduled_for, idempotency_key, idempotency_scope, trigger_payload, dispatch, created_by_agent_id, created_by_user_id,
+		routine_revision_id, responsible_user_id, dispatch_fingerprint)
+		VALUES ($1,$2,$3,$4,$5,'received',$6,$7,$8,$9,$10,$11,$12,
+			(SELECT latest_revision_id FROM routines WHERE id = $3),$12,$13)
 		ON CONFLICT DO NOTHING RETURNING `+runCols,
 		uuid.NewString(), in.routine.CompanyID, in.routine.ID, triggerID, in.source, in.scheduledFor, strOrNil(in.idempotencyKey),
-		scope, payload, docJSON, agentID, userID))
+		scope, payload, docJSON, agentID, userID, dispatchFingerprint(in.routine.ID, triggerID, doc)))
 	if err != nil {
 		return nil, fmt.Errorf("error recording routine run: %w", err)
 	}

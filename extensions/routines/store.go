@@ -53,9 +53,11 @@ var (
 
 // Routine is a row of ext_routines.routines and its API shape.
 type Routine struct {
-	ID                 string     `json:"id"`
-	CompanyID          string     `json:"companyId"`
-	ProjectID          *string    `json:"projectId"`
+	ID        string  `json:"id"`
+	CompanyID string  `json:"companyId"`
+	ProjectID *string `json:"projectId"`
+	// FolderID is stored as given (a UUID or null); no folders owner checks it yet.
+	FolderID           *string    `json:"folderId"`
 	GoalID             *string    `json:"goalId"`
 	ParentIssueID      *string    `json:"parentIssueId"`
 	Title              string     `json:"title"`
@@ -70,33 +72,44 @@ type Routine struct {
 	OriginKind         string     `json:"originKind"`
 	OriginID           *string    `json:"originId"`
 	Variables          []Variable `json:"variables"`
-	CreatedByAgentID   *string    `json:"createdByAgentId"`
-	CreatedByUserID    *string    `json:"createdByUserId"`
-	ResponsibleUserID  *string    `json:"responsibleUserId"`
-	UpdatedByAgentID   *string    `json:"updatedByAgentId"`
-	UpdatedByUserID    *string    `json:"updatedByUserId"`
-	LastTriggeredAt    *time.Time `json:"lastTriggeredAt"`
-	LastEnqueuedAt     *time.Time `json:"lastEnqueuedAt"`
-	CreatedAt          time.Time  `json:"createdAt"`
-	UpdatedAt          time.Time  `json:"updatedAt"`
+	// Env is the routine's env map (string values, plain or secret_ref bindings) or null.
+	Env json.RawMessage `json:"env"`
+	// LatestRevisionID and LatestRevisionNumber name the routine's newest revision.
+	LatestRevisionID     *string    `json:"latestRevisionId"`
+	LatestRevisionNumber int        `json:"latestRevisionNumber"`
+	CreatedByAgentID     *string    `json:"createdByAgentId"`
+	CreatedByUserID      *string    `json:"createdByUserId"`
+	ResponsibleUserID    *string    `json:"responsibleUserId"`
+	UpdatedByAgentID     *string    `json:"updatedByAgentId"`
+	UpdatedByUserID      *string    `json:"updatedByUserId"`
+	LastTriggeredAt      *time.Time `json:"lastTriggeredAt"`
+	LastEnqueuedAt       *time.Time `json:"lastEnqueuedAt"`
+	CreatedAt            time.Time  `json:"createdAt"`
+	UpdatedAt            time.Time  `json:"updatedAt"`
+	// ManagedByPlugin names the plugin managing the routine; always null for now.
+	ManagedByPlugin *string `json:"managedByPlugin"`
 }
 
 const routineCols = `id, company_id, project_id, goal_id, parent_issue_id, title, description, assignee_agent_id, priority,
 	status, concurrency_policy, catch_up_policy, activity_gate_policy, activity_gate_scope, origin_kind, origin_id, variables,
 	created_by_agent_id, created_by_user_id, responsible_user_id, updated_by_agent_id, updated_by_user_id, last_triggered_at,
-	last_enqueued_at, created_at, updated_at`
+	last_enqueued_at, created_at, updated_at, folder_id, env, latest_revision_id, latest_revision_number`
 
 // dest returns the scan destinations of routineCols; variables land in vars.
 func (r *Routine) dest(vars *[]byte) []any {
 	return []any{&r.ID, &r.CompanyID, &r.ProjectID, &r.GoalID, &r.ParentIssueID, &r.Title, &r.Description, &r.AssigneeAgentID,
 		&r.Priority, &r.Status, &r.ConcurrencyPolicy, &r.CatchUpPolicy, &r.ActivityGatePolicy, &r.ActivityGateScope, &r.OriginKind,
 		&r.OriginID, vars, &r.CreatedByAgentID, &r.CreatedByUserID, &r.ResponsibleUserID, &r.UpdatedByAgentID, &r.UpdatedByUserID,
-		&r.LastTriggeredAt, &r.LastEnqueuedAt, &r.CreatedAt, &r.UpdatedAt}
+		&r.LastTriggeredAt, &r.LastEnqueuedAt, &r.CreatedAt, &r.UpdatedAt, &r.FolderID, &r.Env, &r.LatestRevisionID,
+		&r.LatestRevisionNumber}
 }
 
 // decodeVariables reads the variables column.
 func (r *Routine) decodeVariables(vars []byte) error {
 	r.Variables = []Variable{}
+	if len(r.Env) == 0 {
+		r.Env = json.RawMessage("null")
+	}
 	if len(vars) > 0 {
 		if err := json.Unmarshal(vars, &r.Variables); err != nil {
 			return fmt.Errorf("error reading routine variables: %w", err)
@@ -285,35 +298,42 @@ const (
 
 // Run is a row of ext_routines.routine_runs and its API shape.
 type Run struct {
-	ID                 string          `json:"id"`
-	CompanyID          string          `json:"companyId"`
-	RoutineID          string          `json:"routineId"`
-	TriggerID          *string         `json:"triggerId"`
-	Source             string          `json:"source"`
-	Status             string          `json:"status"`
-	TriggeredAt        time.Time       `json:"triggeredAt"`
-	ScheduledFor       *time.Time      `json:"scheduledFor"`
-	IdempotencyKey     *string         `json:"idempotencyKey"`
-	TriggerPayload     json.RawMessage `json:"triggerPayload"`
-	LinkedIssueID      *string         `json:"linkedIssueId"`
-	CoalescedIntoRunID *string         `json:"coalescedIntoRunId"`
-	FailureReason      *string         `json:"failureReason"`
-	CompletedAt        *time.Time      `json:"completedAt"`
-	CreatedAt          time.Time       `json:"createdAt"`
-	UpdatedAt          time.Time       `json:"updatedAt"`
+	ID           string     `json:"id"`
+	CompanyID    string     `json:"companyId"`
+	RoutineID    string     `json:"routineId"`
+	TriggerID    *string    `json:"triggerId"`
+	Source       string     `json:"source"`
+	Status       string     `json:"status"`
+	TriggeredAt  time.Time  `json:"triggeredAt"`
+	ScheduledFor *time.Time `json:"scheduledFor"`
+	// RoutineRevisionID is the routine's latest revision when the run was recorded.
+	RoutineRevisionID *string `json:"routineRevisionId"`
+	// ResponsibleUserID is the board user who caused the run (null for agents and the system).
+	ResponsibleUserID *string         `json:"responsibleUserId"`
+	IdempotencyKey    *string         `json:"idempotencyKey"`
+	TriggerPayload    json.RawMessage `json:"triggerPayload"`
+	// DispatchFingerprint identifies what the run dispatches (see dispatchFingerprint).
+	DispatchFingerprint *string    `json:"dispatchFingerprint"`
+	LinkedIssueID       *string    `json:"linkedIssueId"`
+	CoalescedIntoRunID  *string    `json:"coalescedIntoRunId"`
+	FailureReason       *string    `json:"failureReason"`
+	CompletedAt         *time.Time `json:"completedAt"`
+	CreatedAt           time.Time  `json:"createdAt"`
+	UpdatedAt           time.Time  `json:"updatedAt"`
 
 	dispatch json.RawMessage
 }
 
 const runCols = `id, company_id, routine_id, trigger_id, source, status, triggered_at, scheduled_for, idempotency_key,
-	trigger_payload, dispatch, linked_issue_id, coalesced_into_run_id, failure_reason, completed_at, created_at, updated_at`
+	trigger_payload, dispatch, linked_issue_id, coalesced_into_run_id, failure_reason, completed_at, created_at, updated_at,
+	routine_revision_id, responsible_user_id, dispatch_fingerprint`
 
 func scanRun(row pgx.Row) (*Run, error) {
 	var r Run
 	var payload, dispatch []byte
 	err := row.Scan(&r.ID, &r.CompanyID, &r.RoutineID, &r.TriggerID, &r.Source, &r.Status, &r.TriggeredAt, &r.ScheduledFor,
 		&r.IdempotencyKey, &payload, &dispatch, &r.LinkedIssueID, &r.CoalescedIntoRunID, &r.FailureReason, &r.CompletedAt,
-		&r.CreatedAt, &r.UpdatedAt)
+		&r.CreatedAt, &r.UpdatedAt, &r.RoutineRevisionID, &r.ResponsibleUserID, &r.DispatchFingerprint)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/keelhq/keel/sdk"
 )
@@ -56,6 +57,15 @@ type TriggerWithSecret struct {
 	SecretMaterial *SecretMaterial `json:"secretMaterial"`
 	WebhookURL     *string         `json:"webhookUrl,omitempty"`
 	WebhookSecret  *string         `json:"webhookSecret,omitempty"`
+	// Revision is the routine revision the change recorded.
+	Revision *Revision `json:"revision"`
+}
+
+// TriggerPatchResult is the answer of a trigger update: the trigger, and the routine
+// revision the change recorded (null when nothing changed).
+type TriggerPatchResult struct {
+	*Trigger
+	Revision *Revision `json:"revision"`
 }
 
 const maxLabel = 200
@@ -233,12 +243,17 @@ func (x *Routines) triggerCreateRoute(rw http.ResponseWriter, r *http.Request) {
 	if secret != nil {
 		secretID, secretVersion, rotatedAt = &secret.SecretID, &secret.Version, &now
 	}
-	t, err := scanTrigger(x.pool.QueryRow(ctx, `INSERT INTO routine_triggers (id, company_id, routine_id, kind, label, enabled,
+	var t *Trigger
+	_, rev, err := x.withRevision(ctx, rt.ID, actor, triggerSummaryText("Created", body.Kind), func(tx pgx.Tx) error {
+		var err error
+		t, err = scanTrigger(tx.QueryRow(ctx, `INSERT INTO routine_triggers (id, company_id, routine_id, kind, label, enabled,
 		cron_expression, timezone, next_run_at, public_id, secret_id, secret_version, signing_mode, replay_window_sec,
 		last_rotated_at, created_by_agent_id, created_by_user_id, updated_by_agent_id, updated_by_user_id)
 		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$16,$17) RETURNING `+triggerCols,
-		id, rt.CompanyID, rt.ID, body.Kind, label, enabled, cronExpr, tz, nextRun, publicID, secretID, secretVersion, mode,
-		window, rotatedAt, agentID, userID))
+			id, rt.CompanyID, rt.ID, body.Kind, label, enabled, cronExpr, tz, nextRun, publicID, secretID, secretVersion, mode,
+			window, rotatedAt, agentID, userID))
+		return err
+	})
 	if err != nil {
 		if secret != nil {
 			x.dropSecret(ctx, rt.CompanyID, secret.SecretID)
@@ -247,14 +262,30 @@ func (x *Routines) triggerCreateRoute(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.activityBy(ctx, actor, "", rt.CompanyID, "routine_trigger.created", "routine_trigger", t.ID, withProject(rt.ProjectID,
-		map[string]any{"routineId": rt.ID, "kind": t.Kind, "label": t.Label, "enabled": t.Enabled, "signingMode": t.SigningMode}))
-	out := &TriggerWithSecret{Trigger: t}
+		map[string]any{"routineId": rt.ID, "kind": t.Kind, "label": t.Label, "enabled": t.Enabled, "signingMode": t.SigningMode,
+			"revisionId": rev.ID, "revisionNumber": rev.RevisionNumber}))
+	out := &TriggerWithSecret{Trigger: t, Revision: rev}
 	if secret != nil {
 		u := x.webhookURL(*publicID)
 		out.SecretMaterial = &SecretMaterial{WebhookURL: u, WebhookSecret: secret.Value}
 		out.WebhookURL, out.WebhookSecret = &u, &secret.Value
 	}
 	sdk.WriteJSON(rw, http.StatusCreated, out)
+}
+
+// snapshotChanged reports whether a trigger update changes a setting revision snapshots
+// record (label, enabled, schedule, signing mode, replay window).
+func snapshotChanged(cur, next *Trigger) bool {
+	return deref(cur.Label) != deref(next.Label) || (cur.Label == nil) != (next.Label == nil) || cur.Enabled != next.Enabled ||
+		deref(cur.CronExpression) != deref(next.CronExpression) || deref(cur.Timezone) != deref(next.Timezone) ||
+		deref(cur.SigningMode) != deref(next.SigningMode) || intVal(cur.ReplayWindowSec) != intVal(next.ReplayWindowSec)
+}
+
+func intVal(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // secretsErr reports a failed secrets call: 503 when no secrets extension is loaded,
@@ -406,21 +437,36 @@ func (x *Routines) triggerPatchRoute(rw http.ResponseWriter, r *http.Request) {
 	}
 	actor := sdk.ActorFrom(ctx)
 	agentID, userID := actorIDs(actor)
-	t, err := scanTrigger(x.pool.QueryRow(ctx, `UPDATE routine_triggers SET label = $2, enabled = $3, cron_expression = $4,
+	var t *Trigger
+	update := func(q querier) error {
+		var err error
+		t, err = scanTrigger(q.QueryRow(ctx, `UPDATE routine_triggers SET label = $2, enabled = $3, cron_expression = $4,
 		timezone = $5, next_run_at = $6, signing_mode = $7, replay_window_sec = $8, updated_by_agent_id = $9,
 		updated_by_user_id = $10, updated_at = clock_timestamp() WHERE id = $1 RETURNING `+triggerCols,
-		cur.ID, next.Label, next.Enabled, next.CronExpression, next.Timezone, next.NextRunAt, next.SigningMode, next.ReplayWindowSec,
-		agentID, userID))
-	if err == nil && t == nil {
-		err = notFound(msgTriggerNotFound)
+			cur.ID, next.Label, next.Enabled, next.CronExpression, next.Timezone, next.NextRunAt, next.SigningMode, next.ReplayWindowSec,
+			agentID, userID))
+		if err == nil && t == nil {
+			err = notFound(msgTriggerNotFound)
+		}
+		return err
+	}
+	// Only a change of a setting a revision records (not a recomputed next run) makes one.
+	var rev *Revision
+	if snapshotChanged(cur, &next) {
+		_, rev, err = x.withRevision(ctx, rt.ID, actor, triggerSummaryText("Updated", cur.Kind), func(tx pgx.Tx) error { return update(tx) })
+	} else {
+		err = update(x.pool)
 	}
 	if err != nil {
 		x.writeErr(rw, fmt.Errorf("error updating routine trigger: %w", err))
 		return
 	}
-	x.activityBy(ctx, actor, "", t.CompanyID, "routine_trigger.updated", "routine_trigger", t.ID, withProject(rt.ProjectID,
-		map[string]any{"routineId": rt.ID, "kind": t.Kind, "changes": changes, "enabled": t.Enabled}))
-	sdk.WriteJSON(rw, http.StatusOK, t)
+	details := map[string]any{"routineId": rt.ID, "kind": t.Kind, "changes": changes, "enabled": t.Enabled}
+	if rev != nil {
+		details["revisionId"], details["revisionNumber"] = rev.ID, rev.RevisionNumber
+	}
+	x.activityBy(ctx, actor, "", t.CompanyID, "routine_trigger.updated", "routine_trigger", t.ID, withProject(rt.ProjectID, details))
+	sdk.WriteJSON(rw, http.StatusOK, &TriggerPatchResult{Trigger: t, Revision: rev})
 }
 
 func (x *Routines) triggerDeleteRoute(rw http.ResponseWriter, r *http.Request) {
@@ -430,21 +476,28 @@ func (x *Routines) triggerDeleteRoute(rw http.ResponseWriter, r *http.Request) {
 		x.writeErr(rw, err)
 		return
 	}
-	tag, err := x.pool.Exec(ctx, `DELETE FROM routine_triggers WHERE id = $1`, t.ID)
+	actor := sdk.ActorFrom(ctx)
+	_, rev, err := x.withRevision(ctx, rt.ID, actor, triggerSummaryText("Deleted", t.Kind), func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM routine_triggers WHERE id = $1`, t.ID)
+		if err != nil {
+			return fmt.Errorf("error deleting routine trigger: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return notFound(msgTriggerNotFound)
+		}
+		return nil
+	})
 	if err != nil {
-		x.writeErr(rw, fmt.Errorf("error deleting routine trigger: %w", err))
-		return
-	}
-	if tag.RowsAffected() == 0 {
-		x.writeErr(rw, notFound(msgTriggerNotFound))
+		x.writeErr(rw, err)
 		return
 	}
 	if t.SecretID != nil {
 		x.dropSecret(ctx, t.CompanyID, *t.SecretID)
 		x.secrets.forget(*t.SecretID)
 	}
-	x.activityBy(ctx, sdk.ActorFrom(ctx), "", t.CompanyID, "routine_trigger.deleted", "routine_trigger", t.ID,
-		withProject(rt.ProjectID, map[string]any{"routineId": rt.ID, "kind": t.Kind, "label": t.Label}))
+	x.activityBy(ctx, actor, "", t.CompanyID, "routine_trigger.deleted", "routine_trigger", t.ID,
+		withProject(rt.ProjectID, map[string]any{"routineId": rt.ID, "kind": t.Kind, "label": t.Label,
+			"revisionId": rev.ID, "revisionNumber": rev.RevisionNumber}))
 	rw.WriteHeader(http.StatusNoContent)
 }
 
@@ -469,19 +522,26 @@ func (x *Routines) triggerRotateRoute(rw http.ResponseWriter, r *http.Request) {
 	// old one (their caches are keyed by version).
 	actor := sdk.ActorFrom(ctx)
 	agentID, userID := actorIDs(actor)
-	updated, err := scanTrigger(x.pool.QueryRow(ctx, `UPDATE routine_triggers SET secret_version = $2, last_rotated_at = clock_timestamp(),
+	var updated *Trigger
+	_, rev, err := x.withRevision(ctx, rt.ID, actor, "Rotated webhook trigger secret", func(tx pgx.Tx) error {
+		var err error
+		updated, err = scanTrigger(tx.QueryRow(ctx, `UPDATE routine_triggers SET secret_version = $2, last_rotated_at = clock_timestamp(),
 		updated_by_agent_id = $3, updated_by_user_id = $4, updated_at = clock_timestamp() WHERE id = $1 RETURNING `+triggerCols,
-		t.ID, secret.Version, agentID, userID))
-	if err == nil && updated == nil {
-		err = notFound(msgTriggerNotFound)
-	}
+			t.ID, secret.Version, agentID, userID))
+		if err == nil && updated == nil {
+			err = notFound(msgTriggerNotFound)
+		}
+		return err
+	})
 	if err != nil {
 		x.writeErr(rw, fmt.Errorf("error recording rotated webhook secret: %w", err))
 		return
 	}
 	x.activityBy(ctx, actor, "", t.CompanyID, "routine_trigger.secret_rotated", "routine_trigger", t.ID,
-		withProject(rt.ProjectID, map[string]any{"routineId": rt.ID, "secretVersion": secret.Version}))
+		withProject(rt.ProjectID, map[string]any{"routineId": rt.ID, "secretVersion": secret.Version,
+			"revisionId": rev.ID, "revisionNumber": rev.RevisionNumber}))
 	u := x.webhookURL(*updated.PublicID)
 	sdk.WriteJSON(rw, http.StatusOK, &TriggerWithSecret{Trigger: updated,
-		SecretMaterial: &SecretMaterial{WebhookURL: u, WebhookSecret: secret.Value}, WebhookURL: &u, WebhookSecret: &secret.Value})
+		SecretMaterial: &SecretMaterial{WebhookURL: u, WebhookSecret: secret.Value}, WebhookURL: &u, WebhookSecret: &secret.Value,
+		Revision: rev})
 }
