@@ -263,6 +263,13 @@ func (k *Kernel) AgentList(ctx context.Context, companyID string, includeTermina
 // on every request, the agent's credentials stop working at once. A missing agent is a 404;
 // an unknown status a 400. The caller records the activity entry.
 func (k *Kernel) AgentSetStatus(ctx context.Context, id, status string) (*AgentIdentity, error) {
+	return k.AgentSetStatusFrom(ctx, id, status, nil)
+}
+
+// AgentSetStatusFrom is AgentSetStatus applied only while the agent's status is one of
+// from (any status when from is empty); otherwise the agent is returned unchanged. The
+// check and the change happen under one row lock.
+func (k *Kernel) AgentSetStatusFrom(ctx context.Context, id, status string, from []string) (*AgentIdentity, error) {
 	if !slices.Contains(AgentStatuses, status) {
 		return nil, ValidationError(ValidationDetail{Path: "status", Message: "must be one of " + strings.Join(AgentStatuses, ", ")})
 	}
@@ -280,6 +287,9 @@ func (k *Kernel) AgentSetStatus(ctx context.Context, id, status string) (*AgentI
 	}
 	if err != nil {
 		return nil, fmt.Errorf("error reading agent %s: %w", id, err)
+	}
+	if len(from) > 0 && !slices.Contains(from, cur.Status) {
+		return cur, nil
 	}
 	if cur.Status == AgentStatusTerminated {
 		if status == AgentStatusTerminated {

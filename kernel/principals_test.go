@@ -237,3 +237,31 @@ func TestPrincipalAgents(t *testing.T) {
 		authRequireAPIError(t, err, http.StatusNotFound, "Agent not found")
 	})
 }
+
+func TestAgentSetStatusFrom(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	k, _ := authStartKernel(t, authLocalConfig())
+	companyID := authCompany(t, k, "Conditional")
+	working := []string{kernel.AgentStatusIdle, kernel.AgentStatusActive, kernel.AgentStatusError, kernel.AgentStatusRunning}
+	tests := []struct {
+		name, from, want string
+	}{
+		{"an idle agent turns running", kernel.AgentStatusIdle, kernel.AgentStatusRunning},
+		{"a paused agent stays paused", kernel.AgentStatusPaused, kernel.AgentStatusPaused},
+		{"a terminated agent stays terminated, without an error", kernel.AgentStatusTerminated, kernel.AgentStatusTerminated},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ag := authAgent(t, k, companyID, "Worker "+tc.from)
+			if tc.from != kernel.AgentStatusIdle {
+				_, err := k.AgentSetStatus(ctx, ag.ID, tc.from)
+				require.NoError(t, err)
+			}
+			got, err := k.AgentSetStatusFrom(ctx, ag.ID, kernel.AgentStatusRunning, working)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got.Status)
+		})
+	}
+}

@@ -201,7 +201,10 @@ func (e *engine) invokeAdapter(ctx context.Context, run *heartbeatRun) *runOutco
 	if err != nil {
 		return fail("agent_not_found", "Agent not found")
 	}
-	if _, err := a.host.Principals.SetAgentStatus(ctx, &hostv1.SetAgentStatusRequest{AgentId: run.AgentID, Status: "running"}); err != nil {
+	// Only an agent that may work turns running: one paused or terminated meanwhile keeps
+	// its status (the change is conditional in the kernel, under the agent's row lock).
+	if _, err := a.host.Principals.SetAgentStatus(ctx, &hostv1.SetAgentStatusRequest{AgentId: run.AgentID, Status: "running",
+		OnlyFrom: []string{"idle", "active", "error", "running"}}); err != nil {
 		a.log.Warn("error setting agent running", "agent", run.AgentID, "error", err)
 	}
 	if err := a.host.LogActivity(ctx, &sdk.ActivityEntry{CompanyID: run.CompanyID, Action: "heartbeat.run_started",
@@ -461,7 +464,8 @@ func (e *engine) settleAgentStatus(ctx context.Context, agentID string, failed b
 	if failed {
 		next = "error"
 	}
-	if _, err := a.host.Principals.SetAgentStatus(ctx, &hostv1.SetAgentStatusRequest{AgentId: agentID, Status: next}); err != nil {
+	if _, err := a.host.Principals.SetAgentStatus(ctx, &hostv1.SetAgentStatusRequest{AgentId: agentID, Status: next,
+		OnlyFrom: []string{"running"}}); err != nil {
 		a.log.Warn("error settling agent status", "agent", agentID, "error", err)
 	}
 }

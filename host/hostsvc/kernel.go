@@ -261,7 +261,7 @@ func (s *principals) SetAgentStatus(ctx context.Context, req *hostv1.SetAgentSta
 	if err := s.need(sdk.CapPrincipals); err != nil {
 		return nil, err
 	}
-	a, err := s.d.Kernel.AgentSetStatus(ctx, req.AgentId, req.Status)
+	a, err := s.d.Kernel.AgentSetStatusFrom(ctx, req.AgentId, req.Status, req.OnlyFrom)
 	if err != nil {
 		return nil, apiStatus(err)
 	}

@@ -753,9 +753,12 @@ func (x *CreateAgentRequest) GetStatus() string {
 }
 
 type SetAgentStatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	Status        string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	AgentId string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Status  string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// only_from, when not empty, applies the change only while the agent's status is one of
+	// these (atomically); otherwise the agent is returned unchanged.
+	OnlyFrom      []string `protobuf:"bytes,3,rep,name=only_from,json=onlyFrom,proto3" json:"only_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -802,6 +805,13 @@ func (x *SetAgentStatusRequest) GetStatus() string {
 		return x.Status
 	}
 	return ""
+}
+
+func (x *SetAgentStatusRequest) GetOnlyFrom() []string {
+	if x != nil {
+		return x.OnlyFrom
+	}
+	return nil
 }
 
 type UpdateAgentRequest struct {
@@ -2252,10 +2262,11 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"company_id\x18\x01 \x01(\tR\tcompanyId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
 	"\x04role\x18\x03 \x01(\tR\x04role\x12\x16\n" +
-	"\x06status\x18\x04 \x01(\tR\x06status\"J\n" +
+	"\x06status\x18\x04 \x01(\tR\x06status\"g\n" +
 	"\x15SetAgentStatusRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\tR\x06status\"s\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x1b\n" +
+	"\tonly_from\x18\x03 \x03(\tR\bonlyFrom\"s\n" +
 	"\x12UpdateAgentRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x17\n" +
 	"\x04name\x18\x02 \x01(\tH\x00R\x04name\x88\x01\x01\x12\x17\n" +
