@@ -183,7 +183,10 @@ func TestManualRuns(t *testing.T) {
 			}
 			return false
 		}, "the cancelled run to fail")
-		require.NotEmpty(t, activityEntries(t, h, f.co, "routine_run.updated", third["id"].(string)))
+		// The activity entry is appended right after the run's status changes.
+		sdktest.WaitFor(t, 10*time.Second, func() bool {
+			return len(activityEntries(t, h, f.co, "routine_run.updated", third["id"].(string))) > 0
+		}, "the routine_run.updated entry")
 
 		skip := f.routine(t, map[string]any{"title": "Skip", "concurrencyPolicy": "skip_if_active"})
 		a := f.run(t, skip["id"].(string), map[string]any{})
