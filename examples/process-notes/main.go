@@ -15,8 +15,6 @@ import (
 	"strconv"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib"
-
 	"github.com/keelhq/keel/sdk"
 	"github.com/keelhq/keel/sdk/migrate"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
@@ -69,20 +67,12 @@ func (n *Notes) Configure(ctx context.Context, env *sdk.Env) error {
 		}
 	}
 	n.maxNotes = cfg.MaxNotesPerCompany
-	db, err := sql.Open("pgx", env.DatabaseURL)
-	if err != nil {
-		return fmt.Errorf("error opening database: %w", err)
-	}
-	db.SetMaxOpenConns(8)
-	ms, err := migrate.Load(migrations, "migrations")
+	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, MaxConns: 8, Migrations: migrations, Dir: "migrations",
+		Line: n.manifest.Key, Schema: "ext_example_notes"})
 	if err != nil {
 		return err
 	}
-	schema := "ext_example_notes"
-	if _, err := migrate.Apply(ctx, db, migrate.Params{Line: n.manifest.Key, Table: schema + ".schema_migrations", Migrations: ms}); err != nil {
-		return err
-	}
-	n.db = db
+	n.db = db.SQL
 	return nil
 }
 

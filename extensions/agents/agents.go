@@ -14,7 +14,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
 
@@ -60,24 +59,13 @@ func (a *Agents) Configure(ctx context.Context, env *sdk.Env) error {
 	if env.Logger != nil {
 		a.log = env.Logger
 	}
-	pcfg, err := pgxpool.ParseConfig(env.DatabaseURL)
+	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, MaxConns: 24, Migrations: migrationsFS, Dir: "migrations",
+		Line: Key, Schema: Schema})
 	if err != nil {
-		return fmt.Errorf("error parsing database URL: %w", err)
+		return err
 	}
-	pcfg.MaxConns = 24
-	a.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return fmt.Errorf("error connecting to database: %w", err)
-	}
-	a.sqlDB = stdlib.OpenDBFromPool(a.pool)
+	a.pool, a.sqlDB = db.Pool, db.SQL
 	a.db = bun.NewDB(a.sqlDB, pgdialect.New())
-	ms, err := migrate.Load(migrationsFS, "migrations")
-	if err != nil {
-		return err
-	}
-	if _, err := migrate.Apply(ctx, a.sqlDB, migrate.Params{Line: Key, Table: Schema + ".schema_migrations", Migrations: ms}); err != nil {
-		return err
-	}
 	a.mux = table.Mux(a)
 	a.engine = newEngine(a)
 	return nil

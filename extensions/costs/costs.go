@@ -17,7 +17,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/keelhq/keel/extensions"
 	"github.com/keelhq/keel/sdk"
@@ -64,23 +63,12 @@ func (c *Costs) Configure(ctx context.Context, env *sdk.Env) error {
 	if env.Logger != nil {
 		c.log = env.Logger
 	}
-	pcfg, err := pgxpool.ParseConfig(env.DatabaseURL)
-	if err != nil {
-		return fmt.Errorf("error parsing database URL: %w", err)
-	}
-	pcfg.MaxConns = 24
-	c.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return fmt.Errorf("error connecting to database: %w", err)
-	}
-	c.sqlDB = stdlib.OpenDBFromPool(c.pool)
-	ms, err := migrate.Load(migrationsFS, "migrations")
+	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, MaxConns: 24, Migrations: migrationsFS, Dir: "migrations",
+		Line: Key, Schema: Schema})
 	if err != nil {
 		return err
 	}
-	if _, err := migrate.Apply(ctx, c.sqlDB, migrate.Params{Line: Key, Table: Schema + ".schema_migrations", Migrations: ms}); err != nil {
-		return err
-	}
+	c.pool, c.sqlDB = db.Pool, db.SQL
 	c.mux = table.Mux(c)
 	return nil
 }

@@ -19,7 +19,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/keelhq/keel/extensions"
 	"github.com/keelhq/keel/sdk"
@@ -87,23 +86,12 @@ func (x *Routines) Configure(ctx context.Context, env *sdk.Env) error {
 		apiURL = os.Getenv("SERVICE_API_URL")
 	}
 	x.apiBase = strings.TrimSuffix(strings.TrimSuffix(apiURL, "/"), "/api")
-	pcfg, err := pgxpool.ParseConfig(env.DatabaseURL)
-	if err != nil {
-		return fmt.Errorf("error parsing database URL: %w", err)
-	}
-	pcfg.MaxConns = 16
-	x.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return fmt.Errorf("error connecting to database: %w", err)
-	}
-	x.sqlDB = stdlib.OpenDBFromPool(x.pool)
-	ms, err := migrate.Load(migrationsFS, "migrations")
+	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, MaxConns: 16, Migrations: migrationsFS, Dir: "migrations",
+		Line: Key, Schema: Schema})
 	if err != nil {
 		return err
 	}
-	if _, err := migrate.Apply(ctx, x.sqlDB, migrate.Params{Line: Key, Table: Schema + ".schema_migrations", Migrations: ms}); err != nil {
-		return err
-	}
+	x.pool, x.sqlDB = db.Pool, db.SQL
 	x.mux = table.Mux(x)
 	return nil
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/keelhq/keel/extensions"
 	"github.com/keelhq/keel/sdk"
@@ -64,23 +63,12 @@ func (s *Secrets) Configure(ctx context.Context, env *sdk.Env) error {
 		return err
 	}
 	s.log.Info("secrets master key loaded", "source", source)
-	pcfg, err := pgxpool.ParseConfig(env.DatabaseURL)
-	if err != nil {
-		return fmt.Errorf("error parsing database URL: %w", err)
-	}
-	pcfg.MaxConns = 8
-	s.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return fmt.Errorf("error connecting to database: %w", err)
-	}
-	s.sqlDB = stdlib.OpenDBFromPool(s.pool)
-	ms, err := migrate.Load(migrationsFS, "migrations")
+	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, MaxConns: 8, Migrations: migrationsFS, Dir: "migrations",
+		Line: Key, Schema: Schema})
 	if err != nil {
 		return err
 	}
-	if _, err := migrate.Apply(ctx, s.sqlDB, migrate.Params{Line: Key, Table: Schema + ".schema_migrations", Migrations: ms}); err != nil {
-		return err
-	}
+	s.pool, s.sqlDB = db.Pool, db.SQL
 	s.mux = table.Mux(s)
 	return nil
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
 
@@ -74,24 +73,13 @@ func (w *Work) Configure(ctx context.Context, env *sdk.Env) error {
 	if w.cfg.AttachmentMaxBytes <= 0 {
 		w.cfg.AttachmentMaxBytes = attachmentMaxBytesFromEnv()
 	}
-	pcfg, err := pgxpool.ParseConfig(env.DatabaseURL)
+	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, MaxConns: 24, Migrations: migrationsFS, Dir: "migrations",
+		Line: Key, Schema: Schema})
 	if err != nil {
-		return fmt.Errorf("error parsing database URL: %w", err)
+		return err
 	}
-	pcfg.MaxConns = 24
-	w.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return fmt.Errorf("error connecting to database: %w", err)
-	}
-	w.sqlDB = stdlib.OpenDBFromPool(w.pool)
+	w.pool, w.sqlDB = db.Pool, db.SQL
 	w.db = bun.NewDB(w.sqlDB, pgdialect.New())
-	ms, err := migrate.Load(migrationsFS, "migrations")
-	if err != nil {
-		return err
-	}
-	if _, err := migrate.Apply(ctx, w.sqlDB, migrate.Params{Line: Key, Table: Schema + ".schema_migrations", Migrations: ms}); err != nil {
-		return err
-	}
 	w.mux = table.Mux(w)
 	return nil
 }

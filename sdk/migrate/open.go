@@ -1,0 +1,68 @@
+package migrate
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io/fs"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// Database is an extension's connection to its own schema: a pgx pool and a database/sql
+// view of the same pool (for bun and for migrations).
+type Database struct {
+	Pool *pgxpool.Pool
+	SQL  *sql.DB
+}
+
+// OpenParams configures Open.
+type OpenParams struct {
+	// URL is the extension's database URL (sdk.Env.DatabaseURL).
+	URL string
+	// MaxConns bounds the pool; zero keeps pgx's default.
+	MaxConns int32
+	// Migrations and Dir locate the embedded *.up.sql files.
+	Migrations fs.FS
+	Dir        string
+	// Line names the migration line (the extension key) and Schema the extension's schema,
+	// which holds the bookkeeping table schema_migrations.
+	Line   string
+	Schema string
+}
+
+// Open connects to an extension's database and applies its embedded migrations. On an
+// error nothing is left open.
+func Open(ctx context.Context, p OpenParams) (*Database, error) {
+	cfg, err := pgxpool.ParseConfig(p.URL)
+	if err != nil {
+		return nil, fmt.Errorf("error parsing the database URL of %s: %w", p.Line, err)
+	}
+	if p.MaxConns > 0 {
+		cfg.MaxConns = p.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("error connecting to the database of %s: %w", p.Line, err)
+	}
+	db := &Database{Pool: pool, SQL: stdlib.OpenDBFromPool(pool)}
+	ms, err := Load(p.Migrations, p.Dir)
+	if err == nil {
+		_, err = Apply(ctx, db.SQL, Params{Line: p.Line, Table: p.Schema + ".schema_migrations", Migrations: ms})
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// Close closes the database/sql view and the pool.
+func (d *Database) Close() {
+	if d == nil {
+		return
+	}
+	_ = d.SQL.Close()
+	d.Pool.Close()
+}
