@@ -1,14 +1,11 @@
 package routines
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-
-	"github.com/invopop/jsonschema"
 
 	"github.com/keelhq/keel/sdk"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
@@ -90,32 +87,8 @@ func (x *Routines) call(ctx context.Context, method, companyID string, in, out a
 	return x.host.Call(ctx, method, sdk.SystemActor(), companyID, in, out)
 }
 
-// patchField is one field of a partial update (PATCH): Set says the key was present, Null
-// that it was null. The zero value leaves the field alone.
-type patchField[T any] struct {
-	Set   bool
-	Null  bool
-	Value T
-}
-
-// UnmarshalJSON records that the field was present, and whether it was null.
-func (f *patchField[T]) UnmarshalJSON(b []byte) error {
-	f.Set = true
-	if string(bytes.TrimSpace(b)) == "null" {
-		var zero T
-		f.Null, f.Value = true, zero
-		return nil
-	}
-	f.Null = false
-	return json.Unmarshal(b, &f.Value)
-}
-
-// JSONSchema documents the field as its value type or null.
-func (patchField[T]) JSONSchema() *jsonschema.Schema {
-	s := (&jsonschema.Reflector{DoNotReference: true}).Reflect(new(T))
-	s.Version = ""
-	return &jsonschema.Schema{AnyOf: []*jsonschema.Schema{s, {Type: "null"}}}
-}
+// patchField is one field of a partial update (PATCH); see sdk.PatchField.
+type patchField[T any] = sdk.PatchField[T]
 
 // ptr returns a pointer to v.
 func ptr[T any](v T) *T { return &v }

@@ -1,15 +1,11 @@
 package work
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
 	"strconv"
-
-	"github.com/invopop/jsonschema"
 
 	"github.com/keelhq/keel/sdk"
 )
@@ -87,32 +83,8 @@ func attachmentMaxBytesFromEnv() int64 {
 	return 10 << 20
 }
 
-// patchField is one field of a partial update (PATCH): Set says the key was present, Null
-// that it was null. The zero value leaves the field alone.
-type patchField[T any] struct {
-	Set   bool
-	Null  bool
-	Value T
-}
-
-// UnmarshalJSON records that the field was present, and whether it was null.
-func (f *patchField[T]) UnmarshalJSON(b []byte) error {
-	f.Set = true
-	if string(bytes.TrimSpace(b)) == "null" {
-		var zero T
-		f.Null, f.Value = true, zero
-		return nil
-	}
-	f.Null = false
-	return json.Unmarshal(b, &f.Value)
-}
-
-// JSONSchema documents the field as its value type or null.
-func (patchField[T]) JSONSchema() *jsonschema.Schema {
-	s := (&jsonschema.Reflector{DoNotReference: true}).Reflect(new(T))
-	s.Version = ""
-	return &jsonschema.Schema{AnyOf: []*jsonschema.Schema{s, {Type: "null"}}}
-}
+// patchField is one field of a partial update (PATCH); see sdk.PatchField.
+type patchField[T any] = sdk.PatchField[T]
 
 // activityOrLog records activity after a committed write; a failure is logged, not
 // returned, since the write it describes stands.
