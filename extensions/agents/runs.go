@@ -86,13 +86,13 @@ type heartbeatRun struct {
 	// Fields of the reference shape the engine does not track yet (liveness
 	// classification, external runs): always their empty value. processGroupId is the
 	// process id (adapters start each run in its own process group).
-	ProcessGroupID        *int       `json:"processGroupId"`
-	ExternalRunID         *string    `json:"externalRunId"`
-	LivenessState         *string    `json:"livenessState"`
-	LivenessReason        *string    `json:"livenessReason"`
-	ContinuationAttempt   int        `json:"continuationAttempt"`
-	LastUsefulActionAt    *time.Time `json:"lastUsefulActionAt"`
-	NextAction            *string    `json:"nextAction"`
+	ProcessGroupID      *int       `json:"processGroupId"`
+	ExternalRunID       *string    `json:"externalRunId"`
+	LivenessState       *string    `json:"livenessState"`
+	LivenessReason      *string    `json:"livenessReason"`
+	ContinuationAttempt int        `json:"continuationAttempt"`
+	LastUsefulActionAt  *time.Time `json:"lastUsefulActionAt"`
+	NextAction          *string    `json:"nextAction"`
 
 	executorID     *string
 	executorHost   *string
