@@ -47,7 +47,7 @@ bench: deps build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./host/bench/
 	$(GO) test -run '^$$' -bench . -benchtime 200x -timeout 20m ./extensions/work/
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./extensions/agents/
-	$(GO) test -run '^$$' -bench BenchmarkPublicFireHMAC -benchtime 200x -timeout 20m ./extensions/routines/
+	$(GO) test -run '^$$' -bench BenchmarkPublicFireHMAC -benchtime 1000x -timeout 20m ./extensions/routines/
 	$(GO) test -run '^$$' -bench 1M -benchtime 50x -timeout 20m ./extensions/costs/
 	$(GO) test -run '^$$' -bench Ingest -benchtime 2000x -timeout 20m ./extensions/costs/
 	$(GO) test -run '^$$' -bench . -benchtime 2000x -timeout 20m ./extensions/dashboard/
