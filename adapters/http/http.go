@@ -74,33 +74,16 @@ func (a *Adapter) Configure(_ context.Context, env *sdk.Env) error {
 
 // CallMethod serves the adapter methods.
 func (a *Adapter) CallMethod(ctx context.Context, call *sdk.MethodCall) (any, error) {
-	switch call.Method {
-	case adapter.MethodExecute:
-		var req adapter.ExecuteRequest
-		if err := call.Bind(&req); err != nil {
-			return nil, err
-		}
-		if req.RunID == "" {
-			return nil, &sdk.Error{Status: http.StatusBadRequest, Message: "runId is required"}
-		}
-		return a.execute(ctx, &req)
-	case adapter.MethodCancel:
-		var req adapter.CancelRequest
-		if err := call.Bind(&req); err != nil {
-			return nil, err
-		}
-		return &adapter.CancelResult{Cancelled: a.cancel(req.RunID)}, nil
-	case adapter.MethodTestEnvironment:
-		var req adapter.TestEnvironmentRequest
-		if err := call.Bind(&req); err != nil {
-			return nil, err
-		}
-		return testEnvironment(&req), nil
-	case adapter.MethodInfo:
-		return Info(), nil
-	}
-	return nil, &sdk.Error{Status: http.StatusNotImplemented, Code: "method_not_provided", Message: Key + " does not provide " + call.Method}
+	return adapter.Dispatch(ctx, Key, a, call)
 }
+
+// TestEnvironment implements adapter.Runner.
+func (a *Adapter) TestEnvironment(req *adapter.TestEnvironmentRequest) *adapter.TestEnvironmentResult {
+	return testEnvironment(req)
+}
+
+// Info implements adapter.Runner.
+func (a *Adapter) Info() *adapter.Info { return Info() }
 
 // Info describes the http adapter.
 func Info() *adapter.Info {
@@ -117,8 +100,8 @@ func (a *Adapter) Stop(context.Context) error {
 	return nil
 }
 
-// cancel aborts a run's request; it reports whether one was in flight.
-func (a *Adapter) cancel(runID string) bool {
+// Cancel aborts a run's request; it reports whether one was in flight (adapter.Runner).
+func (a *Adapter) Cancel(runID string) bool {
 	a.mu.Lock()
 	cancel := a.runs[runID]
 	a.mu.Unlock()
@@ -134,3 +117,5 @@ var (
 	_ sdk.MethodProvider = (*Adapter)(nil)
 	_ sdk.Stopper        = (*Adapter)(nil)
 )
+
+var _ adapter.Runner = (*Adapter)(nil)

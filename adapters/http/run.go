@@ -25,9 +25,9 @@ var (
 	errTimedOut  = errors.New("run timed out")
 )
 
-// execute sends the run's request. Config problems, transport errors and non-2xx answers
-// are a failed result, not an error, so the engine records them on the run.
-func (a *Adapter) execute(ctx context.Context, req *adapter.ExecuteRequest) (*adapter.ExecuteResult, error) {
+// Execute sends the run's request (adapter.Runner). Config problems, transport errors and
+// non-2xx answers are a failed result, not an error, so the engine records them on the run.
+func (a *Adapter) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*adapter.ExecuteResult, error) {
 	c, err := ParseConfig(req.Config)
 	if err != nil {
 		return &adapter.ExecuteResult{Status: adapter.StatusFailed, ErrorMessage: err.Error(), ErrorCode: "invalid_config"}, nil

@@ -190,8 +190,9 @@ func (a *Adapter) workDir(c *Config, agentID string) (string, error) {
 	return dir, nil
 }
 
-// testEnvironment checks that the config parses, the command resolves and the cwd exists.
-func (a *Adapter) testEnvironment(req *adapter.TestEnvironmentRequest) *adapter.TestEnvironmentResult {
+// TestEnvironment checks that the config parses, the command resolves and the cwd exists
+// (adapter.Runner).
+func (a *Adapter) TestEnvironment(req *adapter.TestEnvironmentRequest) *adapter.TestEnvironmentResult {
 	res := &adapter.TestEnvironmentResult{OK: true}
 	add := func(name string, err error, okMsg string) {
 		ch := adapter.Check{Name: name, OK: err == nil, Message: okMsg}

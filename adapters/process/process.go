@@ -7,7 +7,6 @@ package process
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"sync"
 	"time"
 
@@ -78,33 +77,11 @@ func (a *Adapter) Configure(_ context.Context, env *sdk.Env) error {
 
 // CallMethod serves the adapter methods.
 func (a *Adapter) CallMethod(ctx context.Context, call *sdk.MethodCall) (any, error) {
-	switch call.Method {
-	case adapter.MethodExecute:
-		var req adapter.ExecuteRequest
-		if err := call.Bind(&req); err != nil {
-			return nil, err
-		}
-		if req.RunID == "" {
-			return nil, &sdk.Error{Status: http.StatusBadRequest, Message: "runId is required"}
-		}
-		return a.execute(ctx, &req)
-	case adapter.MethodCancel:
-		var req adapter.CancelRequest
-		if err := call.Bind(&req); err != nil {
-			return nil, err
-		}
-		return &adapter.CancelResult{Cancelled: a.cancel(req.RunID)}, nil
-	case adapter.MethodTestEnvironment:
-		var req adapter.TestEnvironmentRequest
-		if err := call.Bind(&req); err != nil {
-			return nil, err
-		}
-		return a.testEnvironment(&req), nil
-	case adapter.MethodInfo:
-		return Info(), nil
-	}
-	return nil, &sdk.Error{Status: http.StatusNotImplemented, Code: "method_not_provided", Message: Key + " does not provide " + call.Method}
+	return adapter.Dispatch(ctx, Key, a, call)
 }
+
+// Info implements adapter.Runner.
+func (a *Adapter) Info() *adapter.Info { return Info() }
 
 // Info describes the process adapter.
 func Info() *adapter.Info {
@@ -134,8 +111,8 @@ func (a *Adapter) Stop(context.Context) error {
 	return nil
 }
 
-// cancel signals a live run; it reports whether one was found.
-func (a *Adapter) cancel(runID string) bool {
+// Cancel signals a live run; it reports whether one was found (adapter.Runner).
+func (a *Adapter) Cancel(runID string) bool {
 	a.mu.Lock()
 	r := a.runs[runID]
 	a.mu.Unlock()
@@ -151,3 +128,5 @@ var (
 	_ sdk.MethodProvider = (*Adapter)(nil)
 	_ sdk.Stopper        = (*Adapter)(nil)
 )
+
+var _ adapter.Runner = (*Adapter)(nil)

@@ -121,9 +121,9 @@ func (t *tail) String() string {
 	return string(t.buf)
 }
 
-// execute runs the command to completion. Problems with the config or the spawn are a
-// failed result, not an error, so the engine records them on the run.
-func (a *Adapter) execute(ctx context.Context, req *adapter.ExecuteRequest) (*adapter.ExecuteResult, error) {
+// Execute runs the command to completion (adapter.Runner). Problems with the config or the
+// spawn are a failed result, not an error, so the engine records them on the run.
+func (a *Adapter) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*adapter.ExecuteResult, error) {
 	c, err := ParseConfig(req.Config)
 	if err != nil {
 		return failed(err), nil

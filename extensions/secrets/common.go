@@ -10,34 +10,24 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"github.com/keelhq/keel/sdk"
 )
 
-// apiError returns an *sdk.Error with the status and the spec's text.
-func apiError(status int, msg string) *sdk.Error { return &sdk.Error{Status: status, Message: msg} }
+// The request helpers are the SDK's; these names keep the area files short. Bodies are
+// decoded by decodeBody below, which never quotes the body.
+var (
+	apiError             = sdk.NewError
+	notFound             = sdk.NotFound
+	conflict             = sdk.Conflict
+	forbidden            = sdk.Forbidden
+	unprocessable        = sdk.Unprocessable
+	validationError      = sdk.ValidationError
+	invalid              = sdk.Invalid
+	isUUID               = sdk.IsUUID
+	requireCompanyAccess = sdk.RequireCompanyAccess
+)
 
-func notFound(msg string) *sdk.Error  { return apiError(http.StatusNotFound, msg) }
-func conflict(msg string) *sdk.Error  { return apiError(http.StatusConflict, msg) }
-func forbidden(msg string) *sdk.Error { return apiError(http.StatusForbidden, msg) }
-func unprocessable(msg string) *sdk.Error {
-	return apiError(http.StatusUnprocessableEntity, msg)
-}
-
-// validationError is the 400 "Validation error" with one detail per field.
-func validationError(details ...validationDetail) *sdk.Error {
-	return &sdk.Error{Status: http.StatusBadRequest, Message: "Validation error", Details: details}
-}
-
-type validationDetail struct {
-	Path    string `json:"path"`
-	Message string `json:"message"`
-}
-
-func invalid(path, msg string) *sdk.Error {
-	return validationError(validationDetail{Path: path, Message: msg})
-}
+type validationDetail = sdk.ValidationDetail
 
 // writeErr writes err; anything that is not an *sdk.Error is logged and answered with 500.
 // Errors never carry secret values, so logging them is safe.
@@ -88,21 +78,6 @@ func limitParam(r *http.Request, def, max int) (int, error) {
 		return 0, invalid("limit", fmt.Sprintf("must be an integer from 1 to %d", max))
 	}
 	return n, nil
-}
-
-// isUUID reports whether s is a canonical UUID.
-func isUUID(s string) bool {
-	_, err := uuid.Parse(s)
-	return err == nil && len(s) == 36
-}
-
-// requireCompanyAccess refuses (403) an actor outside the company of a secret the route
-// found by its own id.
-func requireCompanyAccess(ctx context.Context, companyID string) error {
-	if !sdk.CanAccessCompany(sdk.ActorFrom(ctx), companyID) {
-		return forbidden("You do not have access to this company")
-	}
-	return nil
 }
 
 // activity appends an activity entry attributed to actor; a failure is logged, not

@@ -64,6 +64,7 @@ func (a *Adapter) Manifest() *sdk.Manifest {
 		Provides: []sdk.Method{
 			{Name: adapter.MethodExecute, Description: "Run a fake run."},
 			{Name: adapter.MethodCancel, Description: "Cancel a fake run."},
+			{Name: adapter.MethodTestEnvironment, Description: "Accept any config."},
 			{Name: adapter.MethodInfo, Description: "Describe the fake adapter."},
 		},
 		Uses: []string{adapter.RunEventsMethod},
@@ -76,39 +77,40 @@ func (a *Adapter) Configure(_ context.Context, env *sdk.Env) error {
 	return nil
 }
 
-// CallMethod serves execute, cancel and info.
+// CallMethod serves the adapter contract.
 func (a *Adapter) CallMethod(ctx context.Context, call *sdk.MethodCall) (any, error) {
-	switch call.Method {
-	case adapter.MethodInfo:
-		return &adapter.Info{Type: "fake", Label: "Fake", Models: []adapter.Model{}, ConfigSchema: json.RawMessage(`{"type":"object"}`),
-			SupportsLocalAgentJWT: os.Getenv("FAKE_ADAPTER_NO_JWT") == ""}, nil
-	case adapter.MethodCancel:
-		var req adapter.CancelRequest
-		if err := call.Bind(&req); err != nil {
-			return nil, err
-		}
-		a.mu.Lock()
-		c, ok := a.runs[req.RunID]
-		a.mu.Unlock()
-		if ok {
-			c()
-		}
-		return &adapter.CancelResult{Cancelled: ok}, nil
-	case adapter.MethodExecute:
-		var req adapter.ExecuteRequest
-		if err := call.Bind(&req); err != nil {
-			return nil, err
-		}
-		return a.execute(ctx, &req)
+	return adapter.Dispatch(ctx, Key, a, call)
+}
+
+// Info implements adapter.Runner; FAKE_ADAPTER_NO_JWT turns off local agent JWTs.
+func (a *Adapter) Info() *adapter.Info {
+	return &adapter.Info{Type: "fake", Label: "Fake", Models: []adapter.Model{}, ConfigSchema: json.RawMessage(`{"type":"object"}`),
+		SupportsLocalAgentJWT: os.Getenv("FAKE_ADAPTER_NO_JWT") == ""}
+}
+
+// Cancel implements adapter.Runner.
+func (a *Adapter) Cancel(runID string) bool {
+	a.mu.Lock()
+	c, ok := a.runs[runID]
+	a.mu.Unlock()
+	if ok {
+		c()
 	}
-	return nil, &sdk.Error{Status: http.StatusNotImplemented, Code: "method_not_provided", Message: Key + " does not provide " + call.Method}
+	return ok
+}
+
+// TestEnvironment implements adapter.Runner: any config can run.
+func (a *Adapter) TestEnvironment(*adapter.TestEnvironmentRequest) *adapter.TestEnvironmentResult {
+	return &adapter.TestEnvironmentResult{OK: true, Checks: []adapter.Check{}}
 }
 
 func (a *Adapter) events(ctx context.Context, runID string, evs ...adapter.RunEvent) {
 	_ = a.host.Call(ctx, adapter.RunEventsMethod, sdk.SystemActor(), "", &adapter.RunEventsRequest{RunID: runID, Events: evs}, nil)
 }
 
-func (a *Adapter) execute(ctx context.Context, req *adapter.ExecuteRequest) (*adapter.ExecuteResult, error) {
+// Execute implements adapter.Runner: it sleeps sleepMs (or until cancelled) and reports the
+// configured usage and exit code.
+func (a *Adapter) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*adapter.ExecuteResult, error) {
 	var cfg Config
 	if len(req.Config) > 0 {
 		if err := json.Unmarshal(req.Config, &cfg); err != nil {
@@ -153,3 +155,5 @@ var (
 	_ sdk.Configurer     = (*Adapter)(nil)
 	_ sdk.MethodProvider = (*Adapter)(nil)
 )
+
+var _ adapter.Runner = (*Adapter)(nil)
