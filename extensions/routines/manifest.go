@@ -35,7 +35,7 @@ func manifest() *sdk.Manifest {
 				"or by hand, with concurrency, catch-up and activity-gate policies.",
 			Runtime: sdk.Runtime{Kind: sdk.RuntimeProcess},
 			Kernel:  ">=0.1 <1.0",
-			Capabilities: []string{sdk.CapActivity, sdk.CapAuthz, sdk.CapPrincipals, sdk.CapCalls, sdk.CapJobs,
+			Capabilities: []string{sdk.CapActivity, sdk.CapAuthz, sdk.CapPrincipals, sdk.CapCalls, sdk.CapSecrets, sdk.CapJobs,
 				sdk.CapEvents, sdk.CapDatabase},
 			Uses: []string{"work.*", "agents.get", "agents.runStatus", "secrets.createManaged", "secrets.rotateManaged",
 				"secrets.deleteManaged", "secrets.resolve"},

@@ -97,16 +97,20 @@ const (
 	msgLowTrust   = "Low-trust tokens cannot read secret values"
 )
 
+// needsSecrets is what every secrets method requires of its caller: the secrets capability,
+// declared in the caller's manifest, as well as a use of the method.
+var needsSecrets = []string{sdk.CapSecrets}
+
 func init() {
 	addMethods(map[string]method{
 		"resolve": {Description: "Resolve a version (0 = latest) of a company secret to its value; audited with the requester. " +
-			"Input {companyId, secretId, version, requester}; output {value, version}.", Call: (*Secrets).callResolve},
+			"Input {companyId, secretId, version, requester}; output {value, version}.", Call: (*Secrets).callResolve, Requires: needsSecrets},
 		"resolveEnv": {Description: "Resolve an adapter env map (plain strings, {type:plain,value}, {type:secret_ref,secretId,version?}) " +
-			"to plain values for a consumer {type: agent|run, id}; output {env}.", Call: (*Secrets).callResolveEnv},
+			"to plain values for a consumer {type: agent|run, id}; output {env}.", Call: (*Secrets).callResolveEnv, Requires: needsSecrets},
 		"grantedForAgent": {Description: "List the secrets granted to an agent. Input {agentId}; output {secrets: [granted-secret entries]}.",
-			Call: (*Secrets).callGrantedForAgent},
+			Call: (*Secrets).callGrantedForAgent, Requires: needsSecrets},
 		"valueForAgent": {Description: "Read the value of a secret granted to an agent by its key. Input {agentId, key, runId, lowTrust}; " +
-			"output {key, value, version}.", Call: (*Secrets).callValueForAgent},
+			"output {key, value, version}.", Call: (*Secrets).callValueForAgent, Requires: needsSecrets},
 	})
 }
 

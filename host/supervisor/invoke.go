@@ -42,6 +42,9 @@ func (s *Supervisor) Invoke(ctx context.Context, caller string, req *hostv1.Invo
 		return &hostv1.InvokeResponse{Error: &extensionv1.Error{Status: http.StatusNotImplemented, Code: "method_not_provided",
 			Message: fmt.Sprintf("no loaded extension provides %s", req.Method), Source: "downstream"}}, nil
 	}
+	if err := s.callerMayCall(caller, m, method); err != nil {
+		return &hostv1.InvokeResponse{Error: err}, nil
+	}
 	m.inflight.Add(1)
 	defer m.release()
 	client, apiErr := s.clientFor(ctx, m)
@@ -58,4 +61,26 @@ func (s *Supervisor) Invoke(ctx context.Context, caller string, req *hostv1.Invo
 		return &hostv1.InvokeResponse{Error: &extensionv1.Error{Status: int32(apiErr.Status), Code: apiErr.Code, Message: apiErr.Message, Source: "downstream"}}, nil
 	}
 	return &hostv1.InvokeResponse{OutputJson: res.OutputJson, Error: res.Error}, nil
+}
+
+// callerMayCall checks the capabilities a provided method requires of its caller. Every path
+// into a method (an extension's Calls, a wasm host function, a host service forwarding for
+// an extension) comes through Invoke, so a method that hands out secrets cannot be reached
+// by an extension that lacks the secrets capability, whatever its uses say. The kernel may
+// call anything.
+func (s *Supervisor) callerMayCall(caller string, owner *managed, method string) *extensionv1.Error {
+	required := owner.src.Manifest.MethodRequires(method)
+	if len(required) == 0 || caller == "kernel" {
+		return nil
+	}
+	s.mu.RLock()
+	c := s.exts[caller]
+	s.mu.RUnlock()
+	for _, capability := range required {
+		if c == nil || !c.src.Manifest.HasCapability(capability) {
+			return &extensionv1.Error{Status: http.StatusForbidden, Code: "capability_required", Source: "plugin",
+				Message: fmt.Sprintf("%s.%s requires the %s capability, which %s does not declare", owner.key, method, capability, caller)}
+		}
+	}
+	return nil
 }
