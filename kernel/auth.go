@@ -83,7 +83,10 @@ func (k *Kernel) ResolveActor(ctx context.Context, cred RequestCredentials, publ
 			}
 			return nil, apiErr
 		}
-		a.RunID = cred.RunID
+		if apiErr := k.checkRunHeader(ctx, a.AgentID, cred.RunID); apiErr != nil {
+			return nil, apiErr
+		}
+		a.RunID = strings.Clone(cred.RunID)
 		return a, nil
 	}
 	if strings.Count(token, ".") == 2 {
@@ -287,7 +290,10 @@ func (k *Kernel) agentJWTActor(ctx context.Context, token, headerRunID string) (
 	}
 	runID := claims.RunID
 	if runID == "" {
-		runID = headerRunID
+		if apiErr := k.checkRunHeader(ctx, claims.Subject, headerRunID); apiErr != nil {
+			return nil, apiErr
+		}
+		runID = strings.Clone(headerRunID)
 	}
 	scope := claims.KeyScope
 	if scope == "" {

@@ -119,6 +119,7 @@ type Kernel struct {
 
 	events     EventPublisher
 	extensions ExtensionDirectory
+	runs       runChecks
 
 	settingsMu        sync.Mutex
 	settingsListeners []func(section string)

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/keelhq/keel/kernel"
+	"github.com/keelhq/keel/sdk"
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
@@ -84,3 +86,36 @@ func (s *Supervisor) callerMayCall(caller string, owner *managed, method string)
 	}
 	return nil
 }
+
+// RunStatus answers the kernel's run checks through agents.runStatus. With no loaded
+// extension providing it there are no runs to check against, and the answer is nil.
+func (s *Supervisor) RunStatus(ctx context.Context, runID string) (*kernel.RunState, error) {
+	if m, _ := s.resolveMethod("agents.runStatus"); m == nil {
+		return nil, nil
+	}
+	in, err := json.Marshal(map[string]string{"runId": runID})
+	if err != nil {
+		return nil, fmt.Errorf("error encoding run status input: %w", err)
+	}
+	res, err := s.Invoke(ctx, "kernel", &hostv1.InvokeRequest{Method: "agents.runStatus", InputJson: in, Actor: sdk.SystemActor()})
+	if err != nil {
+		return nil, fmt.Errorf("error reading run %s: %w", runID, err)
+	}
+	if res.Error != nil {
+		if res.Error.Status >= 400 && res.Error.Status < 500 {
+			return &kernel.RunState{}, nil // a malformed id is no run
+		}
+		return nil, fmt.Errorf("error reading run %s: %s", runID, res.Error.Message)
+	}
+	var out struct {
+		Found   bool   `json:"found"`
+		Status  string `json:"status"`
+		AgentID string `json:"agentId"`
+	}
+	if err := json.Unmarshal(res.OutputJson, &out); err != nil {
+		return nil, fmt.Errorf("error decoding run %s: %w", runID, err)
+	}
+	return &kernel.RunState{Found: out.Found, Status: out.Status, AgentID: out.AgentID}, nil
+}
+
+var _ kernel.RunDirectory = (*Supervisor)(nil)
