@@ -166,17 +166,22 @@ func (w *Work) commentInsert(ctx context.Context, p *CommentInsertParams) (*Comm
 	authorType := by.Type
 	if p.AuthorType != "" {
 		allowed := map[string][]string{
-			AuthorTypeAgent:  {AuthorTypeAgent, AuthorTypeSystem},
+			AuthorTypeAgent:  {AuthorTypeAgent},
 			AuthorTypeUser:   {AuthorTypeUser, AuthorTypeSystem},
 			AuthorTypeSystem: {AuthorTypeSystem},
 		}[by.Type]
 		switch {
 		case p.AuthorType != AuthorTypeUser && p.AuthorType != AuthorTypeAgent && p.AuthorType != AuthorTypeSystem:
 			return nil, invalid("authorType", "must be one of user, agent, system")
+		case by.Type == AuthorTypeAgent && p.AuthorType == AuthorTypeSystem:
+			return nil, forbidden("Only the board can write system comments")
 		case !containsString(allowed, p.AuthorType):
 			return nil, invalid("authorType", fmt.Sprintf("a %s caller cannot write as %s", by.Type, p.AuthorType))
 		}
 		authorType = p.AuthorType
+	}
+	if p.OnBehalfOfUserID != "" && by.Type == AuthorTypeAgent {
+		return nil, forbidden("Only the board can write a comment on behalf of a user")
 	}
 	if len(p.OnBehalfOfUserID) > commentUserIDMaxLen {
 		return nil, invalid("onBehalfOfUserId", fmt.Sprintf("must be at most %d characters", commentUserIDMaxLen))
