@@ -38,7 +38,8 @@ type ActivityInsertParams struct {
 	RunID             string
 	ResponsibleUserID string
 	Details           any
-	// Source names the writer for event delivery ("kernel" or an extension key).
+	// Source names the writer for event delivery ("kernel" or an extension key); entries
+	// from SourceAPI are recorded but not delivered.
 	Source string
 }
 
@@ -112,7 +113,7 @@ func (k *Kernel) ActivityInsert(ctx context.Context, p *ActivityInsertParams) (*
 	if err != nil {
 		return nil, fmt.Errorf("error appending activity %s: %w", p.Action, err)
 	}
-	if pub, ok := k.events.(EventPublisherTx); ok && pub != nil {
+	if pub, ok := k.events.(EventPublisherTx); ok && pub != nil && p.Source != SourceAPI {
 		payload, _ := json.Marshal(e)
 		source := p.Source
 		if source == "" {

@@ -26,7 +26,9 @@ func TestRunHeaderMustNameALiveRunOfTheAgent(t *testing.T) {
 	runID := run["id"].(string)
 	waitRun(t, h, runID, 30*time.Second, "running")
 
-	withRun := func(key []string, id string) []string { return append(append([]string{}, key...), "X-Service-Run-Id", id) }
+	withRun := func(key []string, id string) []string {
+		return append(append([]string{}, key...), "X-Service-Run-Id", id)
+	}
 	// The run's own agent is accepted.
 	res := h.Do("GET", "/api/agents/me", nil, withRun(victimKey, runID)...)
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
