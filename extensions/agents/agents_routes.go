@@ -532,6 +532,10 @@ func handleAgentPatch(a *Agents, rw http.ResponseWriter, r *http.Request) {
 		a.writeErr(rw, err)
 		return
 	}
+	if err := a.refuseAgentEscalation(ctx, ag, raw); err != nil {
+		a.writeErr(rw, err)
+		return
+	}
 	res, err := a.applyPatch(ctx, ag, raw)
 	if err != nil {
 		a.writeErr(rw, err)
