@@ -471,18 +471,39 @@ func (k *Kernel) CompanyUpdate(ctx context.Context, p *CompanyUpdateParams) (*Co
 	return c, nil
 }
 
-// CompanyDelete deletes a company with its memberships, grants, agents and agent keys; the
-// activity log keeps its entries. It reports whether the company existed.
-func (k *Kernel) CompanyDelete(ctx context.Context, id string) (bool, error) {
+// CompanyDelete deletes a company with its memberships, grants, agents and agent keys, and
+// records entry (a "company.deleted" activity entry) in the same transaction; its delivery
+// tells every extension to purge the company's rows and files, at least once, even if keel
+// stops right after the delete. The activity log keeps the company's entries. It reports
+// whether the company existed.
+func (k *Kernel) CompanyDelete(ctx context.Context, id string, entry *ActivityInsertParams) (bool, error) {
 	if !isUUID(id) {
 		return false, nil
 	}
-	tag, err := k.Pool.Exec(ctx, `DELETE FROM kernel.companies WHERE id = $1`, id)
+	e, err := newActivityEntry(entry)
+	if err != nil {
+		return false, err
+	}
+	tx, err := k.Pool.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("error deleting company %s: %w", id, err)
 	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	tag, err := tx.Exec(ctx, `DELETE FROM kernel.companies WHERE id = $1`, id)
+	if err != nil {
+		return false, fmt.Errorf("error deleting company %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return false, nil
+	}
+	if err := k.activityInsertTx(ctx, tx, entry, e); err != nil {
+		return false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("error deleting company %s: %w", id, err)
+	}
 	k.forgetCompany(id)
-	return tag.RowsAffected() > 0, nil
+	return true, nil
 }
 
 // CompanyStats are instance-level company statistics over the companies the caller sees.
@@ -1001,16 +1022,18 @@ func (e *companyDeleteEndpoint) Execute(ctx context.Context, req *companyRequest
 	if err != nil {
 		return nil, err
 	}
-	ok, err := e.k.CompanyDelete(ctx, req.CompanyID)
+	a := ActorFrom(ctx)
+	actorType, actorID, agentID := ActorFields(a)
+	ok, err := e.k.CompanyDelete(ctx, req.CompanyID, &ActivityInsertParams{
+		CompanyID: c.ID, ActorType: actorType, ActorID: actorID, AgentID: agentID, RunID: a.RunID,
+		Action: "company.deleted", EntityType: "company", EntityID: c.ID,
+		Details: map[string]any{"name": c.Name, "issuePrefix": c.IssuePrefix},
+	})
 	if err != nil {
 		return nil, Internal(err)
 	}
 	if !ok {
 		return nil, NotFound("Company not found")
-	}
-	if err := e.k.appendActorActivity(ctx, c.ID, "company.deleted", "company", c.ID,
-		map[string]any{"name": c.Name, "issuePrefix": c.IssuePrefix}); err != nil {
-		return nil, err
 	}
 	return &CompanyDeleted{OK: true, ID: c.ID}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/migrate"
 )
 
 // Run statuses follow their execution issues: the extension subscribes to issue.updated
@@ -30,6 +31,11 @@ type issueUpdatedEvent struct {
 }
 
 func (x *Routines) onEvent(ctx context.Context, ev *sdk.Event) error {
+	if ev.Type == "company.deleted" && ev.From("kernel") && ev.CompanyID != "" {
+		// A deleted company's routines, triggers, runs and revisions go with it.
+		_, err := migrate.PurgeCompany(ctx, x.pool, Schema, ev.CompanyID)
+		return err
+	}
 	// Only the work extension's own issue.updated counts, and only for its company's runs.
 	if ev.Type != "issue.updated" || !ev.From("work") || !isUUID(ev.CompanyID) {
 		return nil

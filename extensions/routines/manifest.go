@@ -40,7 +40,7 @@ func manifest() *sdk.Manifest {
 			Uses: []string{"work.*", "agents.get", "agents.runStatus", "secrets.createManaged", "secrets.rotateManaged",
 				"secrets.deleteManaged", "secrets.resolve"},
 			// Execution issues finishing move their runs to completed or failed.
-			Events: []string{"issue.updated"},
+			Events: []string{"issue.updated", "company.deleted"},
 			ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,
 				"properties":{"scheduler":{"type":"string","enum":["on","off"]}}}`),
 		})

@@ -293,10 +293,12 @@ func (w *Work) issueDeleteRoute(rw http.ResponseWriter, r *http.Request) {
 		w.writeErr(rw, err)
 		return
 	}
-	if err := st.IssueDelete(ctx, &IssueDeleteParams{ID: iss.ID}); err != nil {
+	deleted, err := st.IssueDelete(ctx, &IssueDeleteParams{ID: iss.ID})
+	if err != nil {
 		w.writeErr(rw, err)
 		return
 	}
+	w.removeAttachmentFiles(deleted.AttachmentPaths)
 	w.activityOrLog(ctx, iss.CompanyID, "issue.deleted", "issue", iss.ID, map[string]any{"identifier": iss.Identifier, "title": iss.Title})
 	w.wakeUnblocked(ctx, iss, ready)
 	sdk.WriteJSON(rw, http.StatusOK, iss)

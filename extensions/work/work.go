@@ -100,9 +100,6 @@ func (w *Work) CallMethod(ctx context.Context, call *sdk.MethodCall) (any, error
 	return table.Call(w, Key, ctx, call)
 }
 
-// OnEvent handles subscribed events (none yet; kept for at-least-once delivery later).
-func (w *Work) OnEvent(context.Context, *sdk.Event) error { return nil }
-
 // Health checks the database.
 func (w *Work) Health(ctx context.Context) error {
 	if w.pool == nil {
