@@ -50,6 +50,7 @@ func ProtoActor(a *kernel.Actor) *extensionv1.Actor {
 	return &extensionv1.Actor{
 		Type: string(a.Type), UserId: a.UserID, AgentId: a.AgentID, CompanyId: a.CompanyID, RunId: a.RunID,
 		Source: a.Source, IsInstanceAdmin: a.IsInstanceAdmin, CompanyIds: a.CompanyIDs(), KeyId: a.KeyID, KeyScope: a.KeyScope,
+		ReadOnlyCompanyIds: a.ReadOnlyCompanyIDs(),
 	}
 }
 
