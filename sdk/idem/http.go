@@ -21,8 +21,8 @@ import (
 	"github.com/keelhq/keel/sdk"
 )
 
-// request is what Wrap knows of a keyed request; Record reads it from the context.
-type request struct {
+// Pending is a keyed request being served; Record reads it from the context.
+type Pending struct {
 	store       *Store
 	principal   string
 	key         string
@@ -34,6 +34,28 @@ type request struct {
 }
 
 type ctxKey struct{}
+
+// Begin returns ctx carrying a keyed request, for transports other than Wrap (the kernel
+// serves its own routes with Fiber): Record then remembers the key in the handler's
+// transaction, and the Pending reports what happened.
+func Begin(ctx context.Context, store *Store, principal, key, fingerprint string) (context.Context, *Pending) {
+	p := &Pending{store: store, principal: principal, key: key, fingerprint: fingerprint}
+	return context.WithValue(ctx, ctxKey{}, p), p
+}
+
+// Recorded reports whether Record remembered the key in a transaction of the handler.
+func (p *Pending) Recorded() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.recorded
+}
+
+// InUse reports whether Record found the key taken by a request that committed first.
+func (p *Pending) InUse() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inUse
+}
 
 // Options configure Wrap.
 type Options struct {
@@ -109,7 +131,7 @@ func (w *wrapper) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	w.sweep(ctx)
-	req := &request{store: w.store, principal: principal, key: key, fingerprint: Fingerprint(r.Method, r.URL.Path, r.URL.RawQuery, body)}
+	hctx, req := Begin(ctx, w.store, principal, key, Fingerprint(r.Method, r.URL.Path, r.URL.RawQuery, body))
 	prev, err := w.store.Lookup(ctx, principal, key)
 	if err != nil {
 		w.log.Error("idempotency lookup failed", "error", err)
@@ -122,10 +144,8 @@ func (w *wrapper) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 
 	rec := httptest.NewRecorder()
-	w.next.ServeHTTP(rec, r.WithContext(context.WithValue(ctx, ctxKey{}, req)))
-	req.mu.Lock()
-	recorded, inUse := req.recorded, req.inUse
-	req.mu.Unlock()
+	w.next.ServeHTTP(rec, r.WithContext(hctx))
+	recorded, inUse := req.Recorded(), req.InUse()
 	if inUse {
 		// Another request with the key committed first (it held the key's row until then).
 		if prev, err := w.store.Lookup(ctx, principal, key); err == nil && prev != nil {
@@ -157,7 +177,7 @@ func (w *wrapper) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 // replay answers a request whose key is remembered: the original answer when the request
 // is the same, a 409 otherwise.
-func (w *wrapper) replay(rw http.ResponseWriter, r *http.Request, req *request, prev *Answer) {
+func (w *wrapper) replay(rw http.ResponseWriter, r *http.Request, req *Pending, prev *Answer) {
 	if prev.Fingerprint != req.fingerprint {
 		sdk.WriteErr(rw, &sdk.Error{Status: http.StatusConflict, Code: ReusedCode, Message: ReusedMessage})
 		return
@@ -228,12 +248,24 @@ func (w *wrapper) sweep(ctx context.Context) {
 // returns ErrKeyInUse when a request with the same key committed first; the handler
 // should then abort its transaction (Wrap answers with the other request's answer).
 func Record(ctx context.Context, tx any, status int, location string) error {
-	req, _ := ctx.Value(ctxKey{}).(*request)
+	return record(ctx, tx, status, location, "", nil)
+}
+
+// RecordAnswer is Record for a handler that knows its whole answer inside the transaction.
+func RecordAnswer(ctx context.Context, tx any, status int, contentType string, body []byte) error {
+	if body == nil {
+		body = []byte{}
+	}
+	return record(ctx, tx, status, "", contentType, body)
+}
+
+func record(ctx context.Context, tx any, status int, location, contentType string, body []byte) error {
+	req, _ := ctx.Value(ctxKey{}).(*Pending)
 	if req == nil {
 		return nil
 	}
 	q := upsertSQL(req.store.table())
-	args := []any{req.principal, req.key, req.fingerprint, status, nullable(location), nil, nil, TTL.Seconds()}
+	args := []any{req.principal, req.key, req.fingerprint, status, nullable(location), nullable(contentType), body, TTL.Seconds()}
 	var n int64
 	switch t := tx.(type) {
 	case bun.Tx:
@@ -281,5 +313,11 @@ var crashHeaderEnabled atomic.Bool
 func EnableCrashHeader() { crashHeaderEnabled.Store(true) }
 
 func crashAfterCommit(r *http.Request) bool {
-	return crashHeaderEnabled.Load() && r.Header.Get(CrashHeader) != ""
+	return CrashRequested(r.Header.Get(CrashHeader))
+}
+
+// CrashRequested reports whether a request's CrashHeader value asks this (test) process
+// to exit after its commit.
+func CrashRequested(headerValue string) bool {
+	return crashHeaderEnabled.Load() && headerValue != ""
 }
