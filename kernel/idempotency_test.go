@@ -97,6 +97,25 @@ func TestIdempotencyKey(t *testing.T) {
 		require.Equal(t, 1, ktCompanyCount(t, env, "Idem Raced Co"))
 	})
 
+	t.Run("DocumentedInOpenAPI", func(t *testing.T) {
+		t.Parallel()
+		doc := env.Do(t, "GET", "/api/openapi.json", nil, asAlice).RequireStatus(t, http.StatusOK).Object(t)
+		headerParams := func(path, method string) []string {
+			op := doc["paths"].(map[string]any)[path].(map[string]any)[method].(map[string]any)
+			var names []string
+			params, _ := op["parameters"].([]any)
+			for _, p := range params {
+				if p.(map[string]any)["in"] == "header" {
+					names = append(names, p.(map[string]any)["name"].(string))
+				}
+			}
+			return names
+		}
+		require.Equal(t, []string{idem.Header}, headerParams("/api/companies", "post"))
+		require.Empty(t, headerParams("/api/companies", "get"))
+		require.Empty(t, headerParams("/api/board-api-keys", "post"))
+	})
+
 	t.Run("TokenRoutesIgnoreTheKey", func(t *testing.T) {
 		t.Parallel()
 		first := env.Do(t, "POST", "/api/board-api-keys", map[string]any{"name": "idem"}, asAlice, ktIdemKey("key-1")).
