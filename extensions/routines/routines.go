@@ -94,7 +94,8 @@ func (x *Routines) Configure(ctx context.Context, env *sdk.Env) error {
 	}
 	x.pool, x.sqlDB = db.Pool, db.SQL
 	x.mux = idem.Wrap(db.Pool, table.Mux(x), idem.Options{Logger: x.log,
-		Skip: []string{"POST /api/routines/{routineId}/triggers", "POST /api/routine-triggers/{triggerId}/rotate-secret"}})
+		Skip: []string{"POST /api/routines/{routineId}/triggers", "POST /api/routine-triggers/{triggerId}/rotate-secret",
+			"POST /api/routine-triggers/public/{publicId}/fire"}})
 	return nil
 }
 

@@ -63,9 +63,10 @@ type Options struct {
 	Table string
 	// Logger logs failures to remember an answer (the answer is still sent).
 	Logger hclog.Logger
-	// Skip lists manifest routes ("POST /api/…", as sdk.PatternFrom gives them) whose
-	// answers carry a secret shown once: they are served without the key, so the secret is
-	// never stored.
+	// Skip lists manifest routes ("POST /api/…", as sdk.PatternFrom gives them) served
+	// without the key: routes whose answers carry a secret shown once (so the secret is never
+	// stored) and public routes that give the header their own meaning (in local_trusted
+	// mode their caller is the local board, not anonymous).
 	Skip []string
 }
 
