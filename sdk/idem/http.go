@@ -262,8 +262,8 @@ func RecordAnswer(ctx context.Context, tx any, status int, contentType string, b
 
 func record(ctx context.Context, tx any, status int, location, contentType string, body []byte) error {
 	req, _ := ctx.Value(ctxKey{}).(*Pending)
-	if req == nil {
-		return nil
+	if req == nil || req.Recorded() {
+		return nil // not a keyed request, or a write of the request already recorded it
 	}
 	q := upsertSQL(req.store.table())
 	args := []any{req.principal, req.key, req.fingerprint, status, nullable(location), nullable(contentType), body, TTL.Seconds()}
