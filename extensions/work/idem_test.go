@@ -192,3 +192,38 @@ func TestIdempotencyKey(t *testing.T) {
 		require.Equal(t, 2, idemIssueCount(t, h, company, "Unkeyed issue"))
 	})
 }
+
+// BenchmarkIssueCreateIdempotent compares issue creates without a key, with a fresh key each
+// (a lookup, the key recorded in the create's transaction, the answer stored after it), and
+// replays of one key (a lookup and the stored answer, no create).
+func BenchmarkIssueCreateIdempotent(b *testing.B) {
+	h := sdktest.Start(b, sdktest.Options{Builtins: true})
+	sdktest.WaitFor(b, 60*time.Second, func() bool {
+		res := h.Do("GET", "/api/plugins/work", nil)
+		return res.Status == http.StatusOK && strings.Contains(string(res.Body), `"status":"ready"`)
+	}, "the work extension to be ready")
+	path := "/api/companies/" + h.CreateCompany("Bench Idem Co") + "/issues"
+	body := map[string]any{"title": "Benchmarked issue"}
+	for _, bc := range []struct {
+		name string
+		key  func(i int) string
+	}{
+		{"Unkeyed", nil},
+		{"FreshKey", func(i int) string { return fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), i) }},
+		{"Replayed", func(int) string { return "bench-replayed" }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				var headers []string
+				if bc.key != nil {
+					headers = []string{idem.Header, bc.key(i)}
+				}
+				i++
+				if res := h.Do("POST", path, body, headers...); res.Status != http.StatusCreated {
+					b.Fatalf("POST %s: %d %s", path, res.Status, res.Body)
+				}
+			}
+		})
+	}
+}
