@@ -61,10 +61,12 @@ func unavailable(key string) *kernel.APIError {
 // have committed, so the client is told the outcome is unknown and how to retry safely.
 func lostInFlight(key string) *kernel.APIError {
 	return (&kernel.APIError{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf(
-		"Extension %s stopped before answering; the outcome of the request is unknown. "+
-			"Retrying with the same Idempotency-Key header is safe: it answers the original outcome or performs the request once", key),
+		"Extension %s stopped before answering; the outcome of the request is unknown. "+retryHint, key),
 	}).WithCode("extension_unavailable")
 }
+
+// retryHint tells a client whose write has an unknown outcome how to retry it safely.
+const retryHint = "Retrying with the same Idempotency-Key header is safe: it answers the original outcome or performs the request once"
 
 // forward serves a route by one Handle call to the owning extension.
 func (s *Supervisor) forward(m *managed, pattern string) kernel.HandlerFunc {
@@ -104,10 +106,17 @@ func (s *Supervisor) forward(m *managed, pattern string) kernel.HandlerFunc {
 		if err != nil {
 			err = s.callError(m, err)
 			var apiErr *kernel.APIError
-			if errors.As(err, &apiErr) && apiErr.Code == "extension_unavailable" {
-				c.Set(fiber.HeaderRetryAfter, "1")
-				if c.Method() != fiber.MethodGet {
-					return lostInFlight(m.key)
+			if errors.As(err, &apiErr) {
+				switch apiErr.Code {
+				case "extension_unavailable":
+					c.Set(fiber.HeaderRetryAfter, "1")
+					if c.Method() != fiber.MethodGet {
+						return lostInFlight(m.key)
+					}
+				case "extension_timeout":
+					if c.Method() != fiber.MethodGet {
+						apiErr.Message += "; the outcome of the request is unknown (it may still complete). " + retryHint
+					}
 				}
 			}
 			return err
