@@ -61,6 +61,7 @@ func (k *Kernel) serveIdempotent(c *fiber.Ctx, rc *RequestContext) error {
 	if pending.InUse() {
 		if prev, err := store.Lookup(ctx, principal, key); err == nil && prev != nil {
 			c.Response().Reset()
+			c.Set("X-Request-Id", rc.RequestID)
 			return replayIdempotent(c, fp, prev)
 		}
 	}
