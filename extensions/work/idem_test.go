@@ -64,6 +64,23 @@ func TestIdempotentCreateSurvivesExtensionDeath(t *testing.T) {
 	require.Equal(t, "true", again.Header.Get(idem.ReplayedHeader))
 	require.JSONEq(t, string(replay.Body), string(again.Body))
 	require.Equal(t, 1, idemIssueCount(t, h, company, "Written before the crash"))
+
+	// A comment records its whole answer in its transaction: the retry gets it verbatim.
+	commentPath := "/api/issues/" + issue["id"].(string) + "/comments"
+	comment := map[string]any{"body": "Said once, despite the crash"}
+	res = h.Do("POST", commentPath, comment, idem.Header, "crash-2", idem.CrashHeader, "1")
+	require.Equal(t, http.StatusServiceUnavailable, res.Status, "%s", res.Body)
+	sdktest.WaitFor(t, 60*time.Second, func() bool {
+		replay = h.Do("POST", commentPath, comment, idem.Header, "crash-2")
+		return replay.Status != http.StatusServiceUnavailable
+	}, "the restarted work extension to answer the comment's retry")
+	require.Equal(t, http.StatusCreated, replay.Status, "%s", replay.Body)
+	require.Equal(t, "true", replay.Header.Get(idem.ReplayedHeader))
+	require.Equal(t, "Said once, despite the crash", replay.Map(t)["body"])
+	var comments int
+	require.NoError(t, h.Kernel.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM ext_work.issue_comments WHERE issue_id = $1`, issue["id"]).Scan(&comments))
+	require.Equal(t, 1, comments)
 }
 
 // TestIdempotencyKey covers the header's rules on creates of the work extension.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -258,6 +259,27 @@ func RecordAnswer(ctx context.Context, tx any, status int, contentType string, b
 		body = []byte{}
 	}
 	return record(ctx, tx, status, "", contentType, body)
+}
+
+// RecordJSON is RecordAnswer with v encoded as sdk.WriteJSON encodes it.
+func RecordJSON(ctx context.Context, tx any, status int, v any) error {
+	if !Keyed(ctx) {
+		return nil
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("error encoding idempotent answer: %w", err)
+	}
+	return RecordAnswer(ctx, tx, status, "application/json; charset=utf-8", buf.Bytes())
+}
+
+// Keyed reports whether ctx is a request with an Idempotency-Key whose answer is not yet
+// recorded: a handler may then run a write that needs no transaction in one, with Record.
+func Keyed(ctx context.Context) bool {
+	req, _ := ctx.Value(ctxKey{}).(*Pending)
+	return req != nil && !req.Recorded()
 }
 
 func record(ctx context.Context, tx any, status int, location, contentType string, body []byte) error {
