@@ -104,6 +104,20 @@ func TestIdempotencyKey(t *testing.T) {
 		require.Equal(t, 1, idemIssueCount(t, h, company, "Replayed issue"))
 	})
 
+	t.Run("RoutesWithoutARecordReplayToo", func(t *testing.T) {
+		t.Parallel()
+		// Labels do not record the key in their transaction: their answer is remembered
+		// right after it succeeded.
+		body := map[string]any{"name": "Replayed label", "color": "#445566"}
+		labels := "/api/companies/" + company + "/labels"
+		first := h.Do("POST", labels, body, idem.Header, "label-1")
+		require.Equal(t, http.StatusCreated, first.Status, "%s", first.Body)
+		second := h.Do("POST", labels, body, idem.Header, "label-1")
+		require.Equal(t, http.StatusCreated, second.Status, "%s", second.Body)
+		require.Equal(t, "true", second.Header.Get(idem.ReplayedHeader))
+		require.JSONEq(t, string(first.Body), string(second.Body))
+	})
+
 	t.Run("OtherBodyIsAConflict", func(t *testing.T) {
 		t.Parallel()
 		first := h.Do("POST", path, map[string]any{"title": "Conflicting issue"}, idem.Header, "conflict-1")
