@@ -14,8 +14,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/invopop/jsonschema"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/keelhq/keel/sdk/idem"
 )
 
 // Company statuses.
@@ -319,6 +322,12 @@ func (k *Kernel) CompanyInsert(ctx context.Context, p *CompanyInsertParams) (*Co
 			VALUES ($1, $2, 'user', $3, 'active', 'owner') ON CONFLICT DO NOTHING`,
 			newID(), company.ID, p.CreatorUserID); err != nil {
 			return nil, fmt.Errorf("error adding company owner: %w", err)
+		}
+	}
+	if answer, err := json.Marshal(company); err == nil {
+		// A create retried with the same Idempotency-Key after this commit gets this answer.
+		if err := idem.RecordAnswer(ctx, tx, http.StatusCreated, fiber.MIMEApplicationJSONCharsetUTF8, answer); err != nil {
+			return nil, err
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -81,6 +81,12 @@ func (k *Kernel) Dispatch(c *fiber.Ctx) error {
 		}
 	}
 	c.SetUserContext(WithActor(ctx, actor))
+	if honoursIdempotencyKey(c, route) {
+		if err := k.serveIdempotent(c, rc); err != nil {
+			return WriteError(c, err)
+		}
+		return nil
+	}
 	if err := route.Handler(c, rc); err != nil {
 		return WriteError(c, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -123,6 +124,9 @@ type Kernel struct {
 
 	settingsMu        sync.Mutex
 	settingsListeners []func(section string)
+
+	// idemSweep is when expired Idempotency-Keys were last deleted (unix nanoseconds).
+	idemSweep atomic.Int64
 }
 
 // New connects to the database at dsn, applies the kernel migrations and registers the

@@ -10,10 +10,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/uptrace/bun"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/idem"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
 
@@ -224,14 +226,25 @@ func (a *Agents) newConfig(ctx context.Context, companyID string, b *agentCreate
 }
 
 // createAgent creates the kernel identity with the given status and its configuration, and
-// a monthly budget policy when budgetMonthlyCents > 0.
-func (a *Agents) createAgent(ctx context.Context, companyID, name, role, st string, cfg *configRow) (*agentRef, error) {
+// a monthly budget policy when budgetMonthlyCents > 0. A non-zero idemStatus records the
+// request's Idempotency-Key in the configuration's transaction (the answer reads back from
+// GET /api/agents/{id}).
+func (a *Agents) createAgent(ctx context.Context, companyID, name, role, st string, cfg *configRow, idemStatus int) (*agentRef, error) {
 	id, err := a.host.Principals.CreateAgent(ctx, &hostv1.CreateAgentRequest{CompanyId: companyID, Name: name, Role: role, Status: st})
 	if err != nil {
 		return nil, principalErr(err, "creating agent")
 	}
 	cfg.AgentID = id.Id
-	if err := a.saveConfig(ctx, a.db, cfg); err != nil {
+	err = a.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := a.saveConfig(ctx, tx, cfg); err != nil {
+			return err
+		}
+		if idemStatus == 0 {
+			return nil
+		}
+		return idem.Record(ctx, tx, idemStatus, "/api/agents/"+id.Id)
+	})
+	if err != nil {
 		if _, serr := a.setStatus(ctx, id.Id, statusTerminated); serr != nil {
 			a.log.Warn("error terminating agent after a failed create", "agent", id.Id, "error", serr)
 		}
@@ -372,7 +385,7 @@ func handleAgentCreate(a *Agents, rw http.ResponseWriter, r *http.Request) {
 		a.writeErr(rw, err)
 		return
 	}
-	ag, err := a.createAgent(ctx, companyID, body.Name, role, statusIdle, cfg)
+	ag, err := a.createAgent(ctx, companyID, body.Name, role, statusIdle, cfg, http.StatusCreated)
 	if err != nil {
 		a.writeErr(rw, err)
 		return
@@ -429,7 +442,7 @@ func handleAgentHire(a *Agents, rw http.ResponseWriter, r *http.Request) {
 	if co.RequireBoardApprovalForNewAgents {
 		st = statusPendingApproval
 	}
-	ag, err := a.createAgent(ctx, companyID, body.Name, role, st, cfg)
+	ag, err := a.createAgent(ctx, companyID, body.Name, role, st, cfg, 0)
 	if err != nil {
 		a.writeErr(rw, err)
 		return

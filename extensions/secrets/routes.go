@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/idem"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
 
@@ -258,6 +259,9 @@ func (s *Secrets) insertSecret(ctx context.Context, companyID string, body *Secr
 	}
 	sec, err := getSecret(ctx, tx, id, false)
 	if err != nil {
+		return nil, err
+	}
+	if err := idem.Record(ctx, tx, http.StatusCreated, "/api/secrets/"+id); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {

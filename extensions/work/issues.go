@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/idem"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
 
@@ -657,7 +658,7 @@ func (w *Work) issueCreate(ctx context.Context, companyID string, body *IssueCre
 				return err
 			}
 		}
-		return nil
+		return idem.Record(ctx, tx, http.StatusCreated, "/api/issues/"+iss.ID)
 	})
 	if err != nil {
 		if body.IdempotencyKey != nil && issueUniqueViolation(err, "issues_idempotency_key") {
