@@ -793,7 +793,6 @@ func unblockDescriptorCheck(raw json.RawMessage) string {
 		Action *string         `json:"action"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ud); err != nil {
 		return "must be {owner, action}"
 	}
@@ -811,9 +810,7 @@ func unblockDescriptorCheck(raw json.RawMessage) string {
 		AgentID *string `json:"agentId"`
 		UserID  *string `json:"userId"`
 	}
-	dec = json.NewDecoder(bytes.NewReader(ud.Owner))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&o); err != nil || (o.AgentID == nil) == (o.UserID == nil) {
+	if err := json.Unmarshal(ud.Owner, &o); err != nil || (o.AgentID == nil) == (o.UserID == nil) {
 		return `owner must be "board", {agentId} or {userId}`
 	}
 	if o.AgentID != nil && !isUUID(*o.AgentID) {
