@@ -281,7 +281,14 @@ func TestCompanyUpdate(t *testing.T) {
 		env.Do(t, "PATCH", path+"/branding", map[string]any{"brandColor": "red"}).RequireValidation(t, "brandColor")
 		env.Do(t, "PATCH", path+"/branding", map[string]any{"logoUrl": "ftp://cdn.test/x.svg"}).RequireValidation(t, "logoUrl")
 		env.Do(t, "PATCH", path+"/branding", map[string]any{"logoUrl": "/relative.png"}).RequireValidation(t, "logoUrl")
-		env.Do(t, "PATCH", path+"/branding", map[string]any{"name": "Not Branding"}).RequireValidation(t, "name")
+		// No branding field (other fields are ignored): 400 with the reference's text.
+		name := env.Do(t, "GET", path, nil).Object(t)["name"]
+		for _, body := range []any{map[string]any{}, map[string]any{"name": "Not Branding"}, nil} {
+			res := env.Do(t, "PATCH", path+"/branding", body)
+			res.RequireValidation(t, "")
+			require.Contains(t, string(res.Body), `"message":"At least one branding field must be provided"`)
+		}
+		require.Equal(t, name, env.Do(t, "GET", path, nil).Object(t)["name"], "name is not changed by the branding route")
 	})
 }
 
