@@ -220,6 +220,12 @@ func (a *Agents) newConfig(ctx context.Context, companyID string, b *agentCreate
 	if err := errs.err(); err != nil {
 		return nil, "", err
 	}
+	if err := a.checkAdapterType(ctx, companyID, adapterType); err != nil {
+		return nil, "", err
+	}
+	if _, _, _, err := deviceKeyPlan(cfg); err != nil {
+		return nil, "", err
+	}
 	return cfg, role, nil
 }
 
@@ -231,7 +237,13 @@ func (a *Agents) createAgent(ctx context.Context, companyID, name, role, st stri
 		return nil, principalErr(err, "creating agent")
 	}
 	cfg.AgentID = id.Id
-	if err := a.saveConfig(ctx, a.db, cfg); err != nil {
+	// The device key is stored once the name is known to be free, so a refused create
+	// leaves no secret behind.
+	err = a.ensureDeviceKey(ctx, companyID, name, cfg)
+	if err == nil {
+		err = a.saveConfig(ctx, a.db, cfg)
+	}
+	if err != nil {
 		if _, serr := a.setStatus(ctx, id.Id, statusTerminated); serr != nil {
 			a.log.Warn("error terminating agent after a failed create", "agent", id.Id, "error", serr)
 		}
@@ -606,6 +618,10 @@ func (a *Agents) applyPatch(ctx context.Context, ag *agentRef, raw map[string]js
 		var t string
 		if json.Unmarshal(v, &t) != nil || !adapterTypeRe.MatchString(t) {
 			errs.add("adapterType", "must be an adapter type such as process or http")
+		} else if t != ag.Cfg.AdapterType {
+			if err := a.checkAdapterType(ctx, ag.ID.CompanyId, t); err != nil {
+				return nil, err
+			}
 		}
 		cfg.AdapterType = t
 	}
@@ -659,6 +675,11 @@ func (a *Agents) applyPatch(ctx context.Context, ag *agentRef, raw map[string]js
 			return nil, conflict("Pending approval agents cannot be activated through a patch")
 		case newStatus == statusPendingApproval:
 			return nil, invalid("status", "cannot be set to pending_approval")
+		}
+	}
+	if _, typed := raw["adapterType"]; typed || raw["adapterConfig"] != nil {
+		if err := a.ensureDeviceKey(ctx, ag.ID.CompanyId, ag.ID.Name, &cfg); err != nil {
+			return nil, err
 		}
 	}
 	before, after := ag.Cfg.snapshot(ag.ID), cfg.snapshot(ag.ID)

@@ -22,9 +22,9 @@ func TestAgentCreateReadList(t *testing.T) {
 	require.Equal(t, "idle", ceo["status"])
 	require.Equal(t, "smoke-ceo", ceo["urlKey"])
 	require.Equal(t, "process", ceo["adapterType"])
-	require.Equal(t, map[string]any{"canCreateAgents": true}, ceo["permissions"])
+	require.Equal(t, map[string]any{"canCreateAgents": true, "canAssignTasks": false}, ceo["permissions"])
 	require.Equal(t, map[string]any{"heartbeat": map[string]any{"enabled": false}}, ceo["runtimeConfig"])
-	require.Equal(t, map[string]any{}, worker["permissions"])
+	require.Equal(t, map[string]any{"canCreateAgents": false, "canAssignTasks": false}, worker["permissions"])
 	require.Equal(t, ceo["id"], worker["reportsTo"])
 	require.Equal(t, "echo things", worker["capabilities"])
 	chain := worker["orgChainHealth"].(map[string]any)
@@ -47,6 +47,7 @@ func TestAgentCreateReadList(t *testing.T) {
 		require.NotEmpty(t, access["reason"])
 		res = h.Do("GET", "/api/agents/"+ceo["id"].(string), nil)
 		require.Equal(t, true, res.Map(t)["access"].(map[string]any)["canAssignTasks"])
+		require.Equal(t, []any{}, res.Map(t)["chainOfCommand"], "a top agent has an empty chain, not a missing one")
 	})
 
 	t.Run("get by shortname", func(t *testing.T) {
