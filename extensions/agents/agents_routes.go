@@ -530,15 +530,11 @@ func handleAgentPatch(a *Agents, rw http.ResponseWriter, r *http.Request) {
 		a.writeErr(rw, invalid("permissions", "cannot be changed here; use PATCH /api/agents/{agentId}/permissions"))
 		return
 	}
-	var errs fieldErrs
+	// Unknown fields are ignored, as the reference product does.
 	for k := range raw {
 		if !slices.Contains(patchKeys, k) {
-			errs.add(k, "unknown field")
+			delete(raw, k)
 		}
-	}
-	if err := errs.err(); err != nil {
-		a.writeErr(rw, err)
-		return
 	}
 	if err := a.requireConfigWriter(ctx, ag); err != nil {
 		a.writeErr(rw, err)
