@@ -953,13 +953,15 @@ func (e *companyBrandingEndpoint) Execute(ctx context.Context, req *companyBrand
 	if err := requireCompanyManager(ActorFrom(ctx), req.CompanyID, false); err != nil {
 		return nil, err
 	}
+	if !req.BrandColor.Set && !req.LogoURL.Set {
+		// Other fields are ignored, so a body without a branding field changes nothing: the
+		// reference product refuses it.
+		return nil, ValidationError(ValidationDetail{Path: "", Message: "At least one branding field must be provided"})
+	}
 	var d detailList
 	validateBranding(&d, req.BrandColor, req.LogoURL)
 	if err := d.err(); err != nil {
 		return nil, err
-	}
-	if !req.BrandColor.Set && !req.LogoURL.Set {
-		return e.k.companyGet(ctx, req.CompanyID)
 	}
 	c, err := e.k.CompanyUpdate(ctx, &CompanyUpdateParams{ID: req.CompanyID, BrandColor: req.BrandColor, LogoURL: req.LogoURL})
 	if err != nil {

@@ -45,9 +45,16 @@ func Invalid(path, message string) *Error {
 	return ValidationError(ValidationDetail{Path: path, Message: message})
 }
 
-// DecodeJSON strictly decodes a JSON request body into v: unknown fields, bad types and
-// malformed JSON are a 400 Validation error naming the field. An empty body decodes as {}.
-func DecodeJSON(r *http.Request, v any) error {
+// DecodeJSON decodes a JSON request body into v, ignoring unknown fields as the reference
+// product does: bad types and malformed JSON are a 400 Validation error naming the field. An
+// empty body decodes as {}.
+func DecodeJSON(r *http.Request, v any) error { return decodeJSON(r, v, false) }
+
+// DecodeJSONStrict is DecodeJSON that also refuses unknown fields (400 naming the field), for
+// configuration and for routes the spec marks "unknown fields rejected".
+func DecodeJSONStrict(r *http.Request, v any) error { return decodeJSON(r, v, true) }
+
+func decodeJSON(r *http.Request, v any, strict bool) error {
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(r.Body); err != nil {
 		return Invalid("", "unreadable body")
@@ -57,7 +64,9 @@ func DecodeJSON(r *http.Request, v any) error {
 		body = []byte("{}")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		switch {

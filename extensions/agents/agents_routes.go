@@ -222,6 +222,12 @@ func (a *Agents) newConfig(ctx context.Context, companyID string, b *agentCreate
 	if err := errs.err(); err != nil {
 		return nil, "", err
 	}
+	if err := a.checkAdapterType(ctx, companyID, adapterType); err != nil {
+		return nil, "", err
+	}
+	if _, _, _, err := deviceKeyPlan(cfg); err != nil {
+		return nil, "", err
+	}
 	return cfg, role, nil
 }
 
@@ -235,15 +241,20 @@ func (a *Agents) createAgent(ctx context.Context, companyID, name, role, st stri
 		return nil, principalErr(err, "creating agent")
 	}
 	cfg.AgentID = id.Id
-	err = a.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if err := a.saveConfig(ctx, tx, cfg); err != nil {
-			return err
-		}
-		if idemStatus == 0 {
-			return nil
-		}
-		return idem.Record(ctx, tx, idemStatus, "/api/agents/"+id.Id)
-	})
+	// The device key is stored once the name is known to be free, so a refused create
+	// leaves no secret behind.
+	err = a.ensureDeviceKey(ctx, companyID, name, cfg)
+	if err == nil {
+		err = a.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			if err := a.saveConfig(ctx, tx, cfg); err != nil {
+				return err
+			}
+			if idemStatus == 0 {
+				return nil
+			}
+			return idem.Record(ctx, tx, idemStatus, "/api/agents/"+id.Id)
+		})
+	}
 	if err != nil {
 		if _, serr := a.setStatus(ctx, id.Id, statusTerminated); serr != nil {
 			a.log.Warn("error terminating agent after a failed create", "agent", id.Id, "error", serr)
@@ -531,15 +542,11 @@ func handleAgentPatch(a *Agents, rw http.ResponseWriter, r *http.Request) {
 		a.writeErr(rw, invalid("permissions", "cannot be changed here; use PATCH /api/agents/{agentId}/permissions"))
 		return
 	}
-	var errs fieldErrs
+	// Unknown fields are ignored, as the reference product does.
 	for k := range raw {
 		if !slices.Contains(patchKeys, k) {
-			errs.add(k, "unknown field")
+			delete(raw, k)
 		}
-	}
-	if err := errs.err(); err != nil {
-		a.writeErr(rw, err)
-		return
 	}
 	if err := a.requireConfigWriter(ctx, ag); err != nil {
 		a.writeErr(rw, err)
@@ -623,6 +630,10 @@ func (a *Agents) applyPatch(ctx context.Context, ag *agentRef, raw map[string]js
 		var t string
 		if json.Unmarshal(v, &t) != nil || !adapterTypeRe.MatchString(t) {
 			errs.add("adapterType", "must be an adapter type such as process or http")
+		} else if t != ag.Cfg.AdapterType {
+			if err := a.checkAdapterType(ctx, ag.ID.CompanyId, t); err != nil {
+				return nil, err
+			}
 		}
 		cfg.AdapterType = t
 	}
@@ -676,6 +687,11 @@ func (a *Agents) applyPatch(ctx context.Context, ag *agentRef, raw map[string]js
 			return nil, conflict("Pending approval agents cannot be activated through a patch")
 		case newStatus == statusPendingApproval:
 			return nil, invalid("status", "cannot be set to pending_approval")
+		}
+	}
+	if _, typed := raw["adapterType"]; typed || raw["adapterConfig"] != nil {
+		if err := a.ensureDeviceKey(ctx, ag.ID.CompanyId, ag.ID.Name, &cfg); err != nil {
+			return nil, err
 		}
 	}
 	before, after := ag.Cfg.snapshot(ag.ID), cfg.snapshot(ag.ID)

@@ -908,6 +908,21 @@ func (s *issueStore) IssueUnresolvedBlockers(ctx context.Context, p *IssueUnreso
 	return ids, nil
 }
 
+// IssuePendingApprovalExistsParams names an issue.
+type IssuePendingApprovalExistsParams struct{ IssueID string }
+
+// IssuePendingApprovalExists reports whether an approval linked to the issue still waits for
+// a decision (pending or revision_requested).
+func (s *issueStore) IssuePendingApprovalExists(ctx context.Context, p *IssuePendingApprovalExistsParams) (bool, error) {
+	var ok bool
+	err := s.db.NewRaw(`SELECT EXISTS (SELECT 1 FROM issue_approvals ia JOIN approvals a ON a.id = ia.approval_id
+		WHERE ia.issue_id = ? AND a.status IN ('pending', 'revision_requested'))`, p.IssueID).Scan(ctx, &ok)
+	if err != nil {
+		return false, fmt.Errorf("error reading pending approvals of issue %s: %w", p.IssueID, err)
+	}
+	return ok, nil
+}
+
 // IssueUpdateParams writes the named columns of an issue (updated_at is always set).
 type IssueUpdateParams struct {
 	Issue   *Issue
