@@ -21,6 +21,7 @@ import (
 	"github.com/keelhq/keel/extensions"
 	"github.com/keelhq/keel/sdk"
 	"github.com/keelhq/keel/sdk/idem"
+	"github.com/keelhq/keel/sdk/outbox"
 	"github.com/keelhq/keel/sdk/migrate"
 )
 
@@ -49,6 +50,8 @@ type Work struct {
 	db      *bun.DB
 	log     hclog.Logger
 	dataDir string
+	// outbox delivers activity entries and agent wakes at least once (sdk/outbox).
+	outbox *outbox.Outbox
 	cfg     Config
 	mux     http.Handler
 }
@@ -82,6 +85,7 @@ func (w *Work) Configure(ctx context.Context, env *sdk.Env) error {
 	w.pool, w.sqlDB = db.Pool, db.SQL
 	w.db = bun.NewDB(w.sqlDB, pgdialect.New())
 	w.mux = idem.Wrap(db.Pool, table.Mux(w), idem.Options{Logger: w.log})
+	w.outbox = outbox.Start(db.Pool, Schema+"."+outbox.DefaultTable, env.Host, w.log)
 	return nil
 }
 
@@ -111,6 +115,7 @@ func (w *Work) Health(ctx context.Context) error {
 
 // Stop closes the database.
 func (w *Work) Stop(context.Context) error {
+	w.outbox.Stop()
 	if w.sqlDB != nil {
 		_ = w.sqlDB.Close()
 	}
