@@ -21,8 +21,8 @@ import (
 	"github.com/keelhq/keel/extensions"
 	"github.com/keelhq/keel/sdk"
 	"github.com/keelhq/keel/sdk/idem"
-	"github.com/keelhq/keel/sdk/outbox"
 	"github.com/keelhq/keel/sdk/migrate"
+	"github.com/keelhq/keel/sdk/outbox"
 )
 
 // Key is the extension key; provided methods are "work.<method>".
@@ -52,8 +52,8 @@ type Work struct {
 	dataDir string
 	// outbox delivers activity entries and agent wakes at least once (sdk/outbox).
 	outbox *outbox.Outbox
-	cfg     Config
-	mux     http.Handler
+	cfg    Config
+	mux    http.Handler
 }
 
 // New returns an unconfigured Work.
