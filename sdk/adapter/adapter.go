@@ -146,7 +146,13 @@ type RunEvent struct {
 	Text    string          `json:"text,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`
 	PID     int             `json:"pid,omitempty"`
-	At      time.Time       `json:"at"`
+	// PGID is the spawned process's group (spawn events of adapters that start each run in
+	// its own group); a restarted node kills what is left of the group.
+	PGID int `json:"pgid,omitempty"`
+	// StartTicks is the spawned process's start time in clock ticks since boot
+	// (ProcessStartTicks), so a restarted node never signals a recycled pid.
+	StartTicks uint64    `json:"startTicks,omitempty"`
+	At         time.Time `json:"at"`
 }
 
 // RunEventsRequest is the input of agents.runEvents.
