@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -156,14 +155,8 @@ func (e *engine) cancelLocal(runID string) bool {
 	return ok
 }
 
-// pidAlive reports whether a process with the pid exists on this machine.
-func pidAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
+// pidAlive reports whether a process with the pid runs on this machine (a zombie does not).
+func pidAlive(pid int) bool { return adapter.ProcessRunning(pid) }
 
 // executorGone reports whether the engine instance named by an executor id is known to be
 // gone: it ran on this machine and its process no longer exists (or it is this process,

@@ -2,10 +2,12 @@ package adapter
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // ProcessStartTicks returns the start time of a local process in clock ticks since boot
@@ -92,4 +94,19 @@ func readStat(pid int) (*procStat, error) {
 		return nil, fmt.Errorf("process %d is a zombie", pid)
 	}
 	return &procStat{pgrp: pgrp, startTicks: ticks}, nil
+}
+
+// ProcessRunning reports whether a local process exists and has not exited: a zombie (an
+// exited process nobody reaped, such as an orphan of a killed node) is not running.
+func ProcessRunning(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if _, err := readStat(pid); err == nil {
+		return true
+	} else if _, statErr := os.Stat("/proc/self/stat"); statErr == nil {
+		return false // /proc works: the process is gone or a zombie
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
