@@ -3,6 +3,7 @@ package agents_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -72,4 +73,29 @@ func TestRunQueuedUntilItsProcessExists(t *testing.T) {
 	run := waitRun(t, h, id, 30*time.Second, "failed")
 	require.Nil(t, run["processPid"], "%v", run)
 	require.Equal(t, "spawn_failed", run["errorCode"], "%v", run)
+}
+
+// TestRunChecksOutItsIssue wakes an agent for an issue: as the run starts, the issue is
+// checked out for it (in_progress, checkoutRunId = executionRunId = the run, startedAt).
+func TestRunChecksOutItsIssue(t *testing.T) {
+	t.Parallel()
+	h := startAgents(t)
+	company := h.CreateCompany("Checkout Co")
+	ag := hbAgent(t, h, company, "Taker", "process", map[string]any{"command": "/bin/sleep", "args": []string{"600"}}, nil)
+	res := h.Do("POST", "/api/companies/"+company+"/issues", map[string]any{"title": "Fix the build", "status": "todo"})
+	require.Less(t, res.Status, 300, "%s", res.Body)
+	issueID := res.Map(t)["id"].(string)
+	runID := wake(t, h, ag.ID, map[string]any{"payload": map[string]any{"issueId": issueID}})["id"].(string)
+	waitRun(t, h, runID, 30*time.Second, "running")
+	var iss map[string]any
+	sdktest.WaitFor(t, 30*time.Second, func() bool {
+		iss = h.Do("GET", "/api/issues/"+issueID, nil).Map(t)
+		return iss["status"] == "in_progress"
+	}, "the issue to be checked out")
+	require.Equal(t, runID, iss["checkoutRunId"], "%v", iss)
+	require.Equal(t, runID, iss["executionRunId"], "%v", iss)
+	require.Equal(t, ag.ID, iss["assigneeAgentId"], "%v", iss)
+	require.NotNil(t, iss["startedAt"], "%v", iss)
+	require.Equal(t, http.StatusOK, h.Do("POST", "/api/heartbeat-runs/"+runID+"/cancel", nil).Status)
+	waitRun(t, h, runID, 30*time.Second, "cancelled")
 }
