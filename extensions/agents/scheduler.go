@@ -27,7 +27,8 @@ const (
 	executorBeat = 10 * time.Second
 	// executorStale is how long without a beat makes a running run process-lost.
 	executorStale = 90 * time.Second
-	// unclaimedStale is how long a started run may wait for its execute-run job.
+	// unclaimedStale is how long an admitted run may wait for its execute-run job before it
+	// goes back to the queue.
 	unclaimedStale = 2 * time.Minute
 )
 
@@ -35,7 +36,8 @@ func init() {
 	addJobs(
 		sdk.Job{Key: jobStartRuns, Description: "Start an agent's queued heartbeat runs up to its maxConcurrentRuns and the global cap. " +
 			"Args {agentId}; enqueued with unique key start:<agentId> when a run is queued or finishes."},
-		sdk.Job{Key: jobExecuteRun, Description: "Execute one started heartbeat run through its adapter. Args {runId}; unique key run:<runId>."},
+		sdk.Job{Key: jobExecuteRun, Description: "Hand one admitted heartbeat run to this node's engine, which executes it through its " +
+			"adapter; the job returns at once and holds no worker for the run's life. Args {runId}; unique key run:<runId>."},
 		sdk.Job{Key: jobTimerTick, Every: "30s", Description: "Wake agents whose runtimeConfig.heartbeat interval elapsed, and " +
 			"re-enqueue start-runs for agents with queued runs."},
 		sdk.Job{Key: jobReap, Every: "1m", Description: "Fail running runs whose process or executor is gone (process_lost), with one automatic retry."},
