@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelhq/keel/sdk/sdktest"
@@ -170,4 +171,67 @@ func groupMembers(pgid int) []int {
 		}
 	}
 	return out
+}
+
+// TestReapKillsOnlyTheRunsOwnProcess leaves two runs of a dead engine of this machine
+// running: one whose recorded process (pid and start time) still lives, one whose pid is
+// now held by another process (a different start time). The reaper kills the first run's
+// process and never signals the second pid; both runs are process_lost.
+func TestReapKillsOnlyTheRunsOwnProcess(t *testing.T) {
+	t.Parallel()
+	h := startAgents(t)
+	ctx := context.Background()
+	company := h.CreateCompany("Reaper Co")
+	ag := hbAgent(t, h, company, "Reaped", "fake", nil, nil)
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	require.NoError(t, err)
+	dead := exec.Command("/bin/true")
+	require.NoError(t, dead.Run())
+	deadEngine := fmt.Sprintf("%s:%d:gone0000", host, dead.Process.Pid)
+
+	start := func() *exec.Cmd {
+		c := exec.Command("/bin/sleep", "300")
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		require.NoError(t, c.Start())
+		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+		return c
+	}
+	ticks := func(pid int) int64 {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		require.NoError(t, err)
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		n, err := strconv.ParseInt(f[19], 10, 64)
+		require.NoError(t, err)
+		return n
+	}
+	insert := func(pid int, startTicks int64) string {
+		id := uuid.NewString()
+		_, err := h.Kernel.Pool.Exec(ctx, `INSERT INTO ext_agents.heartbeat_runs (id, company_id, agent_id, status, started_at,
+			process_pid, process_group_id, process_start_ticks, process_boot_id, executor_id, executor_host, executor_seen_at, claimed_at)
+			VALUES ($1, $2, $3, 'running', now(), $4, $4, $5, $6, $7, $8, now(), now())`,
+			id, company, ag.ID, pid, startTicks, strings.TrimSpace(string(boot)), deadEngine, host)
+		require.NoError(t, err)
+		return id
+	}
+	own := start()
+	ownRun := insert(own.Process.Pid, ticks(own.Process.Pid))
+	other := start()
+	recycledRun := insert(other.Process.Pid, ticks(other.Process.Pid)-1)
+
+	out := invoke(t, h, "agents.reap", company, map[string]any{})
+	require.Contains(t, out["reaped"], ownRun)
+	require.Contains(t, out["reaped"], recycledRun)
+	waited := make(chan error, 1)
+	go func() { waited <- own.Wait() }()
+	select {
+	case <-waited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run's own process was not killed")
+	}
+	require.True(t, alive(other.Process.Pid), "a process that merely holds the recorded pid was signalled")
+	for _, id := range []string{ownRun, recycledRun} {
+		require.Equal(t, "process_lost", getRun(t, h, id)["errorCode"])
+	}
 }
