@@ -183,6 +183,9 @@ func (a *Adapter) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*ad
 	errW.Close()
 	pid := cmd.Process.Pid
 	r.started(pid)
+	// The leader dies with the adapter (Pdeathsig); the guard kills the rest of its group.
+	guard := startGroupGuard(pid)
+	defer guard.stop()
 	// The start time names this process for good: a restarted node that finds the run
 	// unfinished kills what is left of the group, and never a recycled pid.
 	ticks, _ := adapter.ProcessStartTicks(pid)

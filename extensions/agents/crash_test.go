@@ -37,9 +37,10 @@ func TestHelperHost(t *testing.T) {
 }
 
 // TestHostKillLeavesNoAgentRunning SIGKILLs a keel node while an agent's run executes (a
-// shell that left a background child in its group): the agent's process dies with the node;
-// the restarted node kills what is left of the run's group, fails the run as process_lost
-// and runs its one retry, so the agent never works twice at once.
+// shell that left a background child in its group): every process of the run's group dies
+// with the node (the leader by its parent-death signal, the rest by the adapter's group
+// guard); the restarted node fails the run as process_lost and runs its one retry, so the
+// agent never works twice at once.
 func TestHostKillLeavesNoAgentRunning(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and kills a node")
@@ -95,7 +96,14 @@ func TestHostKillLeavesNoAgentRunning(t *testing.T) {
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
-	sdktest.WaitFor(t, 15*time.Second, func() bool { return !alive(pid) }, "the agent's process to die with its node")
+	sdktest.WaitFor(t, 15*time.Second, func() bool {
+		for _, p := range group {
+			if alive(p) {
+				return false
+			}
+		}
+		return true
+	}, fmt.Sprintf("every process of the agent's group (%v) to die with its node", group))
 
 	h2 := sdktest.Start(t, sdktest.Options{Builtins: true, DatabaseURL: dsn})
 	lost := waitRun(t, h2, runID, 60*time.Second, "failed")
