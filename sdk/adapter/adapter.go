@@ -139,7 +139,8 @@ type Info struct {
 type RunEvent struct {
 	// Seq orders events within a run, from 1.
 	Seq int64 `json:"seq"`
-	// Kind is log, event or spawn (the process started; PID is set).
+	// Kind is log, event or spawn (the process started; PID is set). A local adapter's run
+	// stays queued until its spawn event (or its first stdout or stderr output) arrives.
 	Kind string `json:"kind"`
 	// Stream is stdout, stderr or system for logs.
 	Stream  string          `json:"stream,omitempty"`
