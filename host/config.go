@@ -52,6 +52,10 @@ type Config struct {
 	// ExtensionGOMAXPROCS is the GOMAXPROCS of process extensions (SERVICE_EXTENSION_GOMAXPROCS,
 	// default 1; 0 in the environment, or a negative value here, leaves Go's default).
 	ExtensionGOMAXPROCS int
+	// AgentUser is the OS user agent processes run as when keel runs as root
+	// (SERVICE_AGENT_USER, default keel-agent, created if missing); "-" runs them as keel's
+	// own user.
+	AgentUser string
 	// DisableBuiltins skips first-party extensions (tests that load only their own).
 	DisableBuiltins bool
 }
@@ -97,6 +101,9 @@ func ConfigFromEnv() (Config, error) {
 				c.ExtensionDirs = append(c.ExtensionDirs, p)
 			}
 		}
+	}
+	if v := os.Getenv("SERVICE_AGENT_USER"); v != "" {
+		c.AgentUser = v
 	}
 	if v := os.Getenv("SERVICE_ENABLE_COMPANY_DELETION"); v != "" {
 		b, err := strconv.ParseBool(v)

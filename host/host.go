@@ -112,7 +112,7 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	}
 	h.Supervisor = supervisor.New(h.Kernel, supervisor.Config{
 		Executable: cfg.Executable, DataDir: cfg.Home, APIURL: apiURL, HealthInterval: cfg.HealthInterval,
-		RestartMin: cfg.RestartMin, ExtensionGOMAXPROCS: cfg.ExtensionGOMAXPROCS, Logger: logger.Named("supervisor"),
+		RestartMin: cfg.RestartMin, ExtensionGOMAXPROCS: cfg.ExtensionGOMAXPROCS, AgentUser: cfg.AgentUser, Logger: logger.Named("supervisor"),
 	}, hostsvc.Deps{}, &dbProvisioner{pool: h.Kernel.Pool, secret: h.Kernel.InstanceSecret(), instanceID: h.Kernel.InstanceID()}, h.wasm)
 	h.Queue, err = queue.New(queue.Config{Pool: h.Kernel.Pool, Extensions: h.Supervisor, Logger: logger.Named("queue")})
 	if err != nil {

@@ -173,13 +173,28 @@ func (a *Adapter) workDir(c *Config, agentID string) (string, error) {
 	if base == "" {
 		base = os.TempDir()
 	}
+	base = filepath.Join(base, "workspaces")
+	au, err := runAsAgentUser()
+	if err != nil {
+		return "", err
+	}
+	if au != nil {
+		if base, err = au.workspaceBase(); err != nil {
+			return "", err
+		}
+	}
 	name := agentID
 	if name == "" {
 		name = "_shared"
 	}
-	dir := filepath.Join(base, "workspaces", filepath.Base(filepath.Clean("/"+name)))
+	dir := filepath.Join(base, filepath.Base(filepath.Clean("/"+name)))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("error creating work directory %s: %w", dir, err)
+	}
+	if au != nil {
+		if err := os.Chown(dir, int(au.uid), int(au.gid)); err != nil {
+			return "", fmt.Errorf("error handing work directory %s to %s: %w", dir, au.name, err)
+		}
 	}
 	return dir, nil
 }

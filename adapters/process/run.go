@@ -143,6 +143,15 @@ func (a *Adapter) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*ad
 	// Its own process group, so a stop reaches everything it starts; and it dies with the
 	// adapter (which dies with keel), like PostgreSQL and the extensions do.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Under root, the command runs as the unprivileged agent user, with its own HOME.
+	au, err := runAsAgentUser()
+	if err != nil {
+		return failed(err), nil
+	}
+	if au != nil {
+		cmd.SysProcAttr.Credential = au.credential()
+		cmd.Env = append(cmd.Env, "HOME="+au.home, "USER="+au.name, "LOGNAME="+au.name)
+	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("error creating stdout pipe: %w", err)

@@ -32,6 +32,8 @@ type engine struct {
 	// crashed node's runs started before it.
 	startTicks uint64
 	logLocks   runLogLocks
+	// secrets holds the secret values of executing runs, redacted from their logs.
+	secrets runSecrets
 
 	mu        sync.Mutex
 	executing map[string]context.CancelFunc

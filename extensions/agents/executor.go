@@ -92,6 +92,11 @@ func (e *engine) execute(ctx context.Context, run *heartbeatRun, shuttingDown fu
 	go e.watchRun(beatCtx, run)
 	out := e.invokeAdapter(ctx, run)
 	stopBeat()
+	defer e.secrets.forget(run.ID)
+	if len(out.Result) > 0 {
+		out.Result = e.secrets.redactJSON(run.ID, out.Result)
+	}
+	out.Error = e.secrets.redact(run.ID, out.Error)
 	if out.AdapterLost {
 		// The adapter died under the run: during a shutdown the engine stops next, so wait
 		// a moment to tell the two apart.

@@ -142,3 +142,34 @@ func TestGrantedSecretsFromAdapterConfigEnv(t *testing.T) {
 
 	require.Equal(t, http.StatusOK, h.Do("POST", "/api/heartbeat-runs/"+runID+"/cancel", nil).Status)
 }
+
+// TestRunLogsRedactSecrets runs an agent that prints the secret its env resolved: neither
+// its log nor its result shows the value.
+func TestRunLogsRedactSecrets(t *testing.T) {
+	t.Parallel()
+	h := startAgents(t)
+	company := h.CreateCompany("Redaction Co")
+	const value = "sk-live-redact-me-0123456789"
+	res := h.Do("POST", "/api/companies/"+company+"/secrets", map[string]any{"name": "Provider key", "key": "PROVIDER", "value": value})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	secretID := res.Map(t)["id"].(string)
+	agent := createAgent(t, h, company, map[string]any{"name": "Leaky", "role": "engineer", "adapterType": "process",
+		"adapterConfig": map[string]any{"command": "/bin/sh", "args": []string{"-c", `echo "token=$TOKEN"; echo "err $TOKEN" >&2`},
+			"env": map[string]any{"TOKEN": map[string]any{"type": "secret_ref", "secretId": secretID}}}})
+	res = h.Do("POST", "/api/agents/"+agent["id"].(string)+"/wakeup", map[string]any{"source": "on_demand"})
+	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
+	runID := res.Map(t)["id"].(string)
+	var run map[string]any
+	sdktest.WaitFor(t, 60*time.Second, func() bool {
+		run = h.Do("GET", "/api/heartbeat-runs/"+runID, nil).Map(t)
+		return run["status"] == "succeeded" || run["status"] == "failed"
+	}, "the run to finish")
+	require.Equal(t, "succeeded", run["status"], "%v", run)
+	logRes := h.Do("GET", "/api/heartbeat-runs/"+runID+"/log", nil)
+	require.Equal(t, http.StatusOK, logRes.Status, "%s", logRes.Body)
+	for name, body := range map[string]string{"log": string(logRes.Body), "run": string(h.Do("GET", "/api/heartbeat-runs/"+runID, nil).Body),
+		"events": string(h.Do("GET", "/api/heartbeat-runs/"+runID+"/events", nil).Body)} {
+		require.NotContains(t, body, value, name)
+	}
+	require.Contains(t, string(logRes.Body), "token=***REDACTED***")
+}

@@ -76,6 +76,7 @@ func (a *Agents) appendRunEvents(ctx context.Context, runID string, events []ada
 	}
 	defer f.Close()
 	for _, ev := range events {
+		ev.Text = a.engine.secrets.redact(runID, ev.Text)
 		kind := ev.Kind
 		if kind == "" {
 			kind = "log"

@@ -135,6 +135,7 @@ func (a *Agents) resolveConfig(ctx context.Context, run *heartbeatRun, config ma
 		return nil, fmt.Errorf("error resolving adapterConfig.env: %w", err)
 	}
 	delete(resolved, "SERVICE_API_KEY")
+	a.engine.secrets.set(run.ID, secretEnvValues(raw, resolved))
 	cp := make(map[string]any, len(config))
 	for k, v := range config {
 		cp[k] = v

@@ -258,6 +258,9 @@ func (m *managed) command() (*exec.Cmd, *plugin.SecureConfig, error) {
 	if n := m.s.cfg.ExtensionGOMAXPROCS; n > 0 {
 		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(n))
 	}
+	if u := m.s.cfg.AgentUser; u != "" {
+		cmd.Env = append(cmd.Env, "SERVICE_AGENT_USER="+u)
+	}
 	// The extension dies with the host, even when the host is killed with SIGKILL.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return cmd, secure, nil

@@ -53,7 +53,11 @@ type Config struct {
 	// processor per extension keeps a call's goroutine hand-offs on one thread, which
 	// roughly halves the hop latency; the extensions together still use every core.
 	ExtensionGOMAXPROCS int
-	Logger              hclog.Logger
+	// AgentUser is passed to process extensions as SERVICE_AGENT_USER (the OS user the
+	// process adapter runs agent commands as when keel runs as root); empty leaves the
+	// inherited environment alone.
+	AgentUser string
+	Logger    hclog.Logger
 }
 
 // Supervisor owns every loaded extension.

@@ -82,6 +82,9 @@ func Start(t testing.TB, opts Options) *Host {
 		Home: home, Host: "127.0.0.1", Port: 0, DatabaseURL: dsn, DeploymentMode: "local_trusted",
 		ExtensionDirs: opts.ExtensionDirs, DisableBuiltins: !opts.Builtins, Executable: exe,
 		HealthInterval: 500 * time.Millisecond, RestartMin: 100 * time.Millisecond,
+		// Agent commands run as the test's own user unless a test asks for an agent user:
+		// test scripts live in the test's private temp dirs.
+		AgentUser: "-",
 	}
 	if opts.Configure != nil {
 		opts.Configure(&cfg)
