@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -47,6 +48,10 @@ func (k *Kernel) checkInput(c *fiber.Ctx, params map[string]string) *APIError {
 		details = append(details, ScanText(value, string(key))...)
 	})
 	for name, v := range params {
+		// Path parameters arrive escaped; an extension's handler sees them unescaped.
+		if u, err := url.PathUnescape(v); err == nil {
+			v = u
+		}
 		details = append(details, ScanText([]byte(v), name)...)
 	}
 	for i := range details {
