@@ -90,6 +90,19 @@ func TestInputCheck(t *testing.T) {
 		require.NotEqual(t, http.StatusRequestEntityTooLarge, res.Status, "%s", res.Body)
 	})
 
+	t.Run("TextLimits", func(t *testing.T) {
+		t.Parallel()
+		company := env.Company(t, map[string]any{"name": "Limits Co"})["id"].(string)
+		agentID, _ := env.Agent(t, company, "Key Agent")
+		long := strings.Repeat("\u00e9", 201)
+		env.Do(t, "POST", "/api/agents/"+agentID+"/keys", map[string]any{"name": long}).RequireValidation(t, "name")
+		env.Do(t, "POST", "/api/agents/"+agentID+"/keys", map[string]any{"name": long[:400]}).RequireStatus(t, http.StatusCreated)
+		env.Do(t, "PATCH", "/api/companies/"+company, map[string]any{"pauseReason": strings.Repeat("x", 1001)}).RequireValidation(t, "pauseReason")
+		env.Do(t, "PATCH", "/api/companies/"+company, map[string]any{"feedbackDataSharingTermsVersion": long}).RequireValidation(t, "feedbackDataSharingTermsVersion")
+		env.Do(t, "POST", "/api/companies", map[string]any{"name": long}).RequireValidation(t, "name")
+		env.Do(t, "POST", "/api/companies", map[string]any{"name": "x", "description": strings.Repeat("x", 10001)}).RequireValidation(t, "description")
+	})
+
 	t.Run("QueryAndPath", func(t *testing.T) {
 		t.Parallel()
 		env.Do(t, "GET", "/api/companies?q=%00", nil).RequireValidation(t, "q")
