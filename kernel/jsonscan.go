@@ -61,7 +61,7 @@ func ScanText(b []byte, path string) []ValidationDetail {
 type jsonScanner struct {
 	b        []byte
 	i        int
-	path     []string // path segments: ".key" or "[n]"
+	path     []pathSeg // where the scan is; turned into text only for a problem
 	problems []ValidationDetail
 	// seen dedupes problems of one string: at most one detail per message per path.
 	seen map[string]bool
@@ -82,13 +82,26 @@ func (s *jsonScanner) skipSpace() {
 	}
 }
 
-func (s *jsonScanner) pathString(key string, isKey bool) string {
+// pathSeg is one step of a JSON path: an object key (its raw quoted bytes) or an index.
+type pathSeg struct {
+	rawKey []byte
+	index  int
+}
+
+func (seg pathSeg) String() string {
+	if seg.rawKey == nil {
+		return "[" + strconv.Itoa(seg.index) + "]"
+	}
+	return "." + keyText(seg.rawKey)
+}
+
+func (s *jsonScanner) pathString(rawKey []byte) string {
 	var sb strings.Builder
 	for _, seg := range s.path {
-		sb.WriteString(seg)
+		sb.WriteString(seg.String())
 	}
-	if isKey {
-		sb.WriteString("." + key)
+	if rawKey != nil {
+		sb.WriteString(pathSeg{rawKey: rawKey}.String())
 	}
 	return strings.TrimPrefix(sb.String(), ".")
 }
@@ -123,7 +136,7 @@ func (s *jsonScanner) value(depth int) error {
 			return err
 		}
 		for _, m := range msgs {
-			s.report(s.pathString("", false), m)
+			s.report(s.pathString(nil), m)
 		}
 		return nil
 	case c == 't':
@@ -200,12 +213,14 @@ func (s *jsonScanner) object(depth int) error {
 		if s.i >= len(s.b) || s.b[s.i] != '"' {
 			return s.syntax("expected a string key")
 		}
-		key, msgs, err := s.key()
+		start := s.i
+		msgs, err := s.str()
 		if err != nil {
 			return err
 		}
+		rawKey := s.b[start:s.i]
 		for _, m := range msgs {
-			s.report(s.pathString(key, true), m)
+			s.report(s.pathString(rawKey), m)
 		}
 		s.skipSpace()
 		if s.i >= len(s.b) || s.b[s.i] != ':' {
@@ -213,7 +228,7 @@ func (s *jsonScanner) object(depth int) error {
 		}
 		s.i++
 		s.skipSpace()
-		s.path = append(s.path, "."+key)
+		s.path = append(s.path, pathSeg{rawKey: rawKey})
 		err = s.value(depth)
 		s.path = s.path[:len(s.path)-1]
 		if err != nil {
@@ -247,7 +262,7 @@ func (s *jsonScanner) array(depth int) error {
 		return nil
 	}
 	for n := 0; ; n++ {
-		s.path = append(s.path, "["+strconv.Itoa(n)+"]")
+		s.path = append(s.path, pathSeg{index: n})
 		err := s.value(depth)
 		s.path = s.path[:len(s.path)-1]
 		if err != nil {
@@ -270,24 +285,17 @@ func (s *jsonScanner) array(depth int) error {
 	}
 }
 
-// key scans an object key and returns its text for the path (NULs and invalid bytes
-// replaced by U+FFFD) and the problems found in it.
-func (s *jsonScanner) key() (string, []string, error) {
-	start := s.i
-	msgs, err := s.str()
-	if err != nil {
-		return "", nil, err
-	}
-	raw := s.b[start:s.i]
-	if len(msgs) == 0 && plainASCII(raw[1:len(raw)-1]) {
-		return string(raw[1 : len(raw)-1]), nil, nil
+// keyText returns the text of a raw quoted key for a path, NULs and invalid bytes
+// replaced by U+FFFD.
+func keyText(raw []byte) string {
+	if plainASCII(raw[1 : len(raw)-1]) {
+		return string(raw[1 : len(raw)-1])
 	}
 	var k string
 	if json.Unmarshal(raw, &k) != nil {
 		k = string(raw[1 : len(raw)-1])
 	}
-	k = strings.ReplaceAll(strings.ToValidUTF8(k, "\uFFFD"), "\x00", "\uFFFD")
-	return k, msgs, nil
+	return strings.ReplaceAll(strings.ToValidUTF8(k, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // str scans one string starting at its opening quote and returns the problems found.
@@ -305,6 +313,13 @@ func (s *jsonScanner) str() ([]string, error) {
 		}
 	)
 	for {
+		// Fast path: printable ASCII other than the quote and the backslash.
+		for s.i < len(s.b) {
+			if c := s.b[s.i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+				break
+			}
+			s.i++
+		}
 		if s.i >= len(s.b) {
 			return nil, s.syntax("unexpected end of string")
 		}

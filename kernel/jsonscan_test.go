@@ -106,3 +106,23 @@ func FuzzScanJSON(f *testing.F) {
 		walk(v)
 	})
 }
+
+func BenchmarkScanJSON(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		body []byte
+	}{
+		{"IssueCreate", []byte(`{"title":"Fix the login page","description":"The login page breaks when the password has a quote in it; see the attached trace.","status":"todo","priority":"high","assigneeAgentId":"0193a4a4-5b7e-7c1e-9c1a-2f1d3e4a5b6c","labelIds":["0193a4a4-5b7e-7c1e-9c1a-2f1d3e4a5b6d"]}`)},
+		{"OneMiBDescription", []byte(`{"description":"` + strings.Repeat("lorem ipsum é ", 1<<16) + `"}`)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bc.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := ScanJSON(bc.body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -173,6 +173,10 @@ func TestBodyLimits(t *testing.T) {
 		res := h.Do("POST", "/api/companies", gz(t, []byte(`{"name":"Zipped Co"}`)), "Content-Encoding", "gzip")
 		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 		require.Equal(t, "Zipped Co", res.Map(t)["name"])
+		// An extension route gets the decompressed body.
+		res = h.Do("PATCH", "/api/agents/"+agentID, gz(t, []byte(`{"title":"Zipped title"}`)), "Content-Encoding", "gzip")
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.Equal(t, "Zipped title", res.Map(t)["title"])
 
 		// A bomb: 64 MiB of JSON whitespace in a few tens of kilobytes.
 		bomb := gz(t, append(append([]byte(`{"name":"x"`), bytes.Repeat([]byte(" "), 64<<20)...), '}'))
