@@ -3,16 +3,20 @@ package all_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	_ "github.com/keelhq/keel/extensions/all"
 	"github.com/keelhq/keel/host"
+	"github.com/keelhq/keel/host/pgembed/pgtest"
 	"github.com/keelhq/keel/kernel"
 	"github.com/keelhq/keel/sdk/sdktest"
 )
@@ -193,4 +197,47 @@ func TestBodyLimits(t *testing.T) {
 		res = h.Do("POST", "/api/companies", []byte(`not gzip`), "Content-Encoding", "gzip")
 		require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
 	})
+}
+
+// TestDatabaseUnavailable cuts a running host off its database: kernel and extension
+// routes answer 503 database_unavailable, never 500, and serve again once it is back.
+func TestDatabaseUnavailable(t *testing.T) {
+	t.Parallel()
+	h := sdktest.Start(t, sdktest.Options{Builtins: true})
+	company := h.CreateCompany("Cut Off Co")
+	paths := []string{
+		"/api/companies/" + company,                    // kernel
+		"/api/companies/" + company + "/issues",        // work
+		"/api/companies/" + company + "/agents",        // agents
+		"/api/companies/" + company + "/routines",      // routines
+		"/api/companies/" + company + "/costs/summary", // costs
+	}
+	for _, p := range paths {
+		require.Equal(t, http.StatusOK, h.Do("GET", p, nil).Status, p)
+	}
+	cfg, err := pgx.ParseConfig(h.DatabaseURL)
+	require.NoError(t, err)
+	db := pgx.Identifier{cfg.Database}.Sanitize()
+	admin := func(sql string, args ...any) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, pgtest.Cluster(t).DSN("postgres"))
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		_, err = conn.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() { admin("ALTER DATABASE " + db + " ALLOW_CONNECTIONS true") })
+	admin("ALTER DATABASE " + db + " ALLOW_CONNECTIONS false")
+	admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", cfg.Database)
+	for _, p := range paths {
+		res := h.Do("GET", p, nil)
+		require.Equal(t, http.StatusServiceUnavailable, res.Status, "%s: %s", p, res.Body)
+		t.Logf("%s: %s", p, res.Body)
+	}
+	admin("ALTER DATABASE " + db + " ALLOW_CONNECTIONS true")
+	for _, p := range paths {
+		sdktest.WaitFor(t, time.Minute, func() bool { return h.Do("GET", p, nil).Status == http.StatusOK }, p+" serving again")
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Message and Code are the client text and code of an answer to a request that needed an
@@ -19,13 +21,22 @@ const (
 	Code    = "database_unavailable"
 )
 
+// Status is the gRPC status a host service answers when the database is unreachable;
+// Unavailable recognises it on the extension side.
+func Status() error { return status.Error(codes.Unavailable, Message) }
+
 // Unavailable reports whether err (possibly wrapped) says the database could not be
 // reached or went away: a failed connect, a dropped or closed connection, a server that
-// is shutting down, starting up or out of connection slots. Query
-// errors such as constraint violations are not.
+// is shutting down, starting up or out of connection slots, or a host service answering
+// Status. Query errors such as constraint violations are not.
 func Unavailable(err error) bool {
 	if err == nil {
 		return false
+	}
+	var gs interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &gs) {
+		st := gs.GRPCStatus()
+		return st.Code() == codes.Unavailable && st.Message() == Message
 	}
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/keelhq/keel/sdk/pgerr"
 )
@@ -36,6 +38,8 @@ func TestUnavailable(t *testing.T) {
 		{"TooManyConnections", &pgconn.PgError{Code: "53300"}, true},
 		{"ConnClosed", fmt.Errorf("query: %w", pgconn.ErrConnClosed), true},
 		{"UnexpectedEOF", io.ErrUnexpectedEOF, true},
+		{"HostServiceStatus", fmt.Errorf("error listing agents: %w", pgerr.Status()), true},
+		{"OtherUnavailableStatus", status.Error(codes.Unavailable, "connection refused"), false},
 		{"UniqueViolation", &pgconn.PgError{Code: "23505"}, false},
 		{"NoRows", pgx.ErrNoRows, false},
 		{"Plain", errors.New("boom"), false},
