@@ -68,11 +68,13 @@ func (k *Kernel) checkInput(c *fiber.Ctx, params map[string]string) *APIError {
 		limit = k.maxUploadBytes()
 	}
 	if enc := strings.TrimSpace(string(req.Header.Peek(fiber.HeaderContentEncoding))); enc != "" {
-		body, apiErr := decodeBody(req.Body(), enc, limit)
-		if apiErr != nil {
-			return apiErr
+		if len(req.Body()) > 0 {
+			body, apiErr := decodeBody(req.Body(), enc, limit)
+			if apiErr != nil {
+				return apiErr
+			}
+			req.SetBodyRaw(body)
 		}
-		req.SetBodyRaw(body)
 		req.Header.Del(fiber.HeaderContentEncoding)
 	}
 	body := req.Body()
