@@ -123,6 +123,7 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	h.Supervisor.SetPublisher(h.Queue)
 	h.Kernel.SetEventPublisher(h.Queue)
 	h.Kernel.SetExtensionDirectory(h.Supervisor)
+	h.Kernel.SetRunDirectory(h.Supervisor)
 
 	var sources []*supervisor.Source
 	if !cfg.DisableBuiltins {

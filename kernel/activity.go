@@ -38,7 +38,8 @@ type ActivityInsertParams struct {
 	RunID             string
 	ResponsibleUserID string
 	Details           any
-	// Source names the writer for event delivery ("kernel" or an extension key).
+	// Source names the writer for event delivery ("kernel" or an extension key); entries
+	// from SourceAPI are recorded but not delivered.
 	Source string
 }
 
@@ -66,9 +67,8 @@ func ActorFields(a *Actor) (actorType, actorID, agentID string) {
 	return "system", "", ""
 }
 
-// ActivityInsert appends an entry to the activity log and publishes it as the event named by
-// its action (plus "activity.logged") to subscribed extensions, in one transaction.
-func (k *Kernel) ActivityInsert(ctx context.Context, p *ActivityInsertParams) (*ActivityEntry, error) {
+// newActivityEntry validates an entry's parameters and encodes its details.
+func newActivityEntry(p *ActivityInsertParams) (*ActivityEntry, error) {
 	if p.Action == "" {
 		return nil, fmt.Errorf("error appending activity: action is required")
 	}
@@ -99,20 +99,43 @@ func (k *Kernel) ActivityInsert(ctx context.Context, p *ActivityInsertParams) (*
 		EntityType: p.EntityType, EntityID: p.EntityID, AgentID: nullable(p.AgentID), RunID: nullable(p.RunID),
 		ResponsibleUserID: nullable(p.ResponsibleUserID), Details: details,
 	}
+	return e, nil
+}
+
+// ActivityInsert appends an entry to the activity log and publishes it as the event named by
+// its action (plus "activity.logged") to subscribed extensions, in one transaction.
+func (k *Kernel) ActivityInsert(ctx context.Context, p *ActivityInsertParams) (*ActivityEntry, error) {
+	e, err := newActivityEntry(p)
+	if err != nil {
+		return nil, err
+	}
 	tx, err := k.Pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("error appending activity %s: %w", p.Action, err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	err = tx.QueryRow(ctx, `INSERT INTO kernel.activity_log
+	if err := k.activityInsertTx(ctx, tx, p, e); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("error appending activity %s: %w", p.Action, err)
+	}
+	return e, nil
+}
+
+// activityInsertTx writes a prepared entry and enqueues its deliveries inside tx, so a
+// write and the entry describing it commit together.
+func (k *Kernel) activityInsertTx(ctx context.Context, tx pgx.Tx, p *ActivityInsertParams, e *ActivityEntry) error {
+	details := e.Details
+	err := tx.QueryRow(ctx, `INSERT INTO kernel.activity_log
 		(id, company_id, actor_type, actor_id, action, entity_type, entity_id, agent_id, run_id, responsible_user_id, details)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING created_at`,
 		e.ID, e.CompanyID, e.ActorType, e.ActorID, e.Action, e.EntityType, e.EntityID, e.AgentID, e.RunID, e.ResponsibleUserID, details,
 	).Scan(&e.CreatedAt)
 	if err != nil {
-		return nil, fmt.Errorf("error appending activity %s: %w", p.Action, err)
+		return fmt.Errorf("error appending activity %s: %w", p.Action, err)
 	}
-	if pub, ok := k.events.(EventPublisherTx); ok && pub != nil {
+	if pub, ok := k.events.(EventPublisherTx); ok && pub != nil && p.Source != SourceAPI {
 		payload, _ := json.Marshal(e)
 		source := p.Source
 		if source == "" {
@@ -120,11 +143,8 @@ func (k *Kernel) ActivityInsert(ctx context.Context, p *ActivityInsertParams) (*
 		}
 		ev := &Event{ID: e.ID, Type: e.Action, CompanyID: p.CompanyID, Payload: payload, OccurredAt: e.CreatedAt, Source: source}
 		if err := pub.PublishEventTx(ctx, tx, ev); err != nil {
-			return nil, fmt.Errorf("error publishing activity %s: %w", p.Action, err)
+			return fmt.Errorf("error publishing activity %s: %w", p.Action, err)
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("error appending activity %s: %w", p.Action, err)
-	}
-	return e, nil
+	return nil
 }

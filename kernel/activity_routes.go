@@ -146,7 +146,7 @@ type activityCreateEndpoint struct{ k *Kernel }
 
 func (e *activityCreateEndpoint) Meta() *EndpointMeta {
 	return &EndpointMeta{Pattern: "POST /api/companies/{companyId}/activity", Status: http.StatusCreated, Access: AccessBoard,
-		CompanyFrom: CompanyFromPath, Summary: "Append an activity entry (board only)"}
+		CompanyFrom: CompanyFromPath, Summary: "Append an activity entry (board only); it is recorded, never delivered to extensions as an event"}
 }
 
 func (e *activityCreateEndpoint) Execute(ctx context.Context, req *activityCreateRequest) (*ActivityEntry, error) {
@@ -198,7 +198,7 @@ func (e *activityCreateEndpoint) Execute(ctx context.Context, req *activityCreat
 	a := ActorFrom(ctx)
 	entry, err := e.k.ActivityInsert(ctx, &ActivityInsertParams{
 		CompanyID: req.CompanyID, ActorType: actorType, ActorID: req.ActorID, Action: req.Action,
-		EntityType: req.EntityType, EntityID: req.EntityID, AgentID: agentID, RunID: a.RunID, Details: details,
+		EntityType: req.EntityType, EntityID: req.EntityID, AgentID: agentID, RunID: a.RunID, Details: details, Source: SourceAPI,
 	})
 	if err != nil {
 		return nil, Internal(err)

@@ -1,6 +1,9 @@
 package kernel
 
-import "context"
+import (
+	"context"
+	"slices"
+)
 
 // ActorType is the kind of caller the kernel resolved for a request.
 type ActorType string
@@ -76,6 +79,39 @@ func (a *Actor) CompanyIDs() []string {
 		}
 	}
 	return ids
+}
+
+// ReadOnlyRole is the membership role that may read a company but change nothing in it.
+const ReadOnlyRole = "viewer"
+
+// ReadOnlyCompanyIDs lists the companies where the actor is an active member who may read
+// but not write (the viewer role). Instance admins and the local board write everywhere.
+func (a *Actor) ReadOnlyCompanyIDs() []string {
+	if a == nil || a.Type != ActorBoard || a.IsInstanceAdmin || a.IsLocalImplicit() {
+		return nil
+	}
+	var ids []string
+	for _, m := range a.Memberships {
+		if m.Status == "active" && m.MembershipRole == ReadOnlyRole {
+			ids = append(ids, m.CompanyID)
+		}
+	}
+	return ids
+}
+
+// CanWriteCompany reports whether an actor with access to the company may change things in
+// it: everyone but a viewer.
+func (a *Actor) CanWriteCompany(companyID string) bool {
+	return !slices.Contains(a.ReadOnlyCompanyIDs(), companyID)
+}
+
+// IsWriteMethod reports whether an HTTP method changes state.
+func IsWriteMethod(method string) bool {
+	switch method {
+	case "GET", "HEAD", "OPTIONS":
+		return false
+	}
+	return true
 }
 
 // MembershipFor returns the actor's membership in the company, if any.

@@ -66,7 +66,7 @@ func TestAgentKeys(t *testing.T) {
 			{"SkillTest", map[string]any{"scope": map[string]any{"kind": "skill_test"}}, http.StatusCreated, "skill_test"},
 			{"EmptyScopeIsStandard", map[string]any{"scope": map[string]any{}}, http.StatusCreated, "standard"},
 			{"UnknownKind", map[string]any{"scope": map[string]any{"kind": "root"}}, http.StatusBadRequest, ""},
-			{"UnknownField", map[string]any{"bogus": true}, http.StatusBadRequest, ""},
+			{"UnknownFieldIgnored", map[string]any{"bogus": true}, http.StatusCreated, "standard"},
 			{"Malformed", "{", http.StatusBadRequest, ""},
 		}
 		for _, tt := range tests {

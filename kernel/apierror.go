@@ -103,3 +103,8 @@ func AsAPIError(err error) *APIError {
 	}
 	return Internal(err)
 }
+
+// ReadOnlyMember is the refusal of a write by a member whose role may only read (viewer).
+func ReadOnlyMember() *APIError {
+	return Forbidden("Viewers cannot change anything in this company").WithCode("read_only_member")
+}

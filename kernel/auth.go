@@ -42,8 +42,9 @@ func agentAuthError(code, cause string) *APIError {
 // ResolveActor resolves the caller exactly in the order of spec part 1 "Authentication":
 // no bearer in local_trusted mode is the local board; no bearer in authenticated mode is the
 // session user, if any; a bearer is tried as a board API key, then an agent API key, then a
-// local agent JWT. A bearer that matches nothing is 401, except on public routes (webhook
-// senders carry their own bearer secrets), where the caller is anonymous.
+// local agent JWT. A bearer that matches nothing, or an empty one ("Bearer "), is 401, except
+// on public routes (webhook senders carry their own bearer secrets), where the caller is
+// anonymous; an empty bearer is never the local board.
 func (k *Kernel) ResolveActor(ctx context.Context, cred RequestCredentials, public bool) (*Actor, *APIError) {
 	token, hasBearer := bearerToken(cred.Authorization)
 	if !hasBearer {
@@ -60,6 +61,12 @@ func (k *Kernel) ResolveActor(ctx context.Context, cred RequestCredentials, publ
 			}
 		}
 		return &Actor{Type: ActorNone}, nil
+	}
+	if token == "" {
+		if public {
+			return &Actor{Type: ActorNone}, nil
+		}
+		return nil, Unauthorized("Unauthorized: empty bearer token")
 	}
 	if strings.HasPrefix(token, BoardKeyPrefix) {
 		a, err := k.boardKeyActor(ctx, token)
@@ -83,7 +90,10 @@ func (k *Kernel) ResolveActor(ctx context.Context, cred RequestCredentials, publ
 			}
 			return nil, apiErr
 		}
-		a.RunID = cred.RunID
+		if apiErr := k.checkRunHeader(ctx, a.AgentID, cred.RunID); apiErr != nil {
+			return nil, apiErr
+		}
+		a.RunID = strings.Clone(cred.RunID)
 		return a, nil
 	}
 	if strings.Count(token, ".") == 2 {
@@ -102,12 +112,15 @@ func (k *Kernel) ResolveActor(ctx context.Context, cred RequestCredentials, publ
 	return nil, Unauthorized("Unauthorized: bearer token is not a board key, agent key or agent JWT")
 }
 
+// bearerToken returns the token of a Bearer Authorization header and whether the header uses
+// the Bearer scheme at all: "Bearer" or "Bearer " alone (transports may trim the trailing
+// space) is a Bearer header with an empty token.
 func bearerToken(h string) (string, bool) {
-	if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
+	h = strings.TrimSpace(h)
+	if len(h) < 6 || !strings.EqualFold(h[:6], "bearer") || (len(h) > 6 && h[6] != ' ' && h[6] != '\t') {
 		return "", false
 	}
-	t := strings.TrimSpace(h[7:])
-	return t, t != ""
+	return strings.TrimSpace(h[6:]), true
 }
 
 func (k *Kernel) sessionActor(ctx context.Context, token string) (*Actor, error) {
@@ -287,7 +300,10 @@ func (k *Kernel) agentJWTActor(ctx context.Context, token, headerRunID string) (
 	}
 	runID := claims.RunID
 	if runID == "" {
-		runID = headerRunID
+		if apiErr := k.checkRunHeader(ctx, claims.Subject, headerRunID); apiErr != nil {
+			return nil, apiErr
+		}
+		runID = strings.Clone(headerRunID)
 	}
 	scope := claims.KeyScope
 	if scope == "" {

@@ -96,6 +96,8 @@ func TestAuthLocalTrusted(t *testing.T) {
 		{"PendingApprovalAgentKey", pendingKey, http.StatusUnauthorized, "pending approval", "agent_pending_approval"},
 		{"MalformedJWT", "a.b.c", http.StatusUnauthorized, "malformed", "agent_token_malformed"},
 		{"Garbage", "hello", http.StatusUnauthorized, "Unauthorized", ""},
+		{"EmptyBearer", "", http.StatusUnauthorized, "empty bearer token", ""},
+		{"BlankBearer", "   ", http.StatusUnauthorized, "empty bearer token", ""},
 	}
 	for _, tt := range tests {
 		t.Run("Rejects"+tt.name, func(t *testing.T) {
@@ -106,6 +108,16 @@ func TestAuthLocalTrusted(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("RejectsBearerSchemeAlone", func(t *testing.T) {
+		t.Parallel()
+		for _, h := range []string{"Bearer", "bearer ", "Bearer\t"} {
+			authCall(t, base, "GET", "/api/cli-auth/me", nil, authHeader("Authorization", h)).
+				requireError(t, http.StatusUnauthorized, "empty bearer token", "")
+		}
+		// Another scheme is no bearer at all: the local board.
+		require.Equal(t, http.StatusOK, authCall(t, base, "GET", "/api/cli-auth/me", nil, authHeader("Authorization", "Basic eDp5")).Status)
+	})
 
 	t.Run("AuthRoutesDisabled", func(t *testing.T) {
 		t.Parallel()
@@ -279,7 +291,6 @@ func TestAuthAuthenticated(t *testing.T) {
 		}{
 			{"BadEmail", map[string]any{"email": "nope", "password": "password123", "name": "A"}, "email"},
 			{"ShortPassword", map[string]any{"email": "short@example.com", "password": "1234567", "name": "A"}, "password"},
-			{"UnknownField", map[string]any{"email": "x@example.com", "password": "password123", "bogus": 1}, "bogus"},
 		}
 		for _, tt := range tests {
 			r := authCall(t, base, "POST", "/api/auth/sign-up/email", tt.body)

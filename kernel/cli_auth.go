@@ -31,12 +31,19 @@ const (
 	CLIAuthExpired   = "expired"
 )
 
+// CLI auth requested access levels (the reference product's requestedAccess).
+const (
+	CLIAuthAccessBoard         = "board"
+	CLIAuthAccessInstanceAdmin = "instance_admin_required"
+)
+
 // The CLI auth flow: the CLI creates a challenge and gets its token (kept by the CLI only);
 // a board user opens approveUrl and approves; the CLI polls the challenge with its token and,
 // once, receives a board API key minted for the approving user. The key is generated with
 // the challenge: its hash is stored so approval can activate it, and its plaintext is stored
 // only sealed under a key derived from the challenge token, which the server never keeps.
-// Pickup wipes the sealed copy.
+// Pickup wipes the sealed copy. Like the reference product, the create response also carries
+// the key itself (boardApiToken): it authenticates nothing until the challenge is approved.
 
 // cliAuthSealKey derives the AES-256 key that seals a challenge's board API key.
 func cliAuthSealKey(challengeToken string) []byte {
@@ -81,29 +88,46 @@ func cliAuthOpen(challengeToken string, sealed []byte) (string, error) {
 
 // CLIAuthChallenge is a CLI auth challenge as the API shows it.
 type CLIAuthChallenge struct {
-	ID               string     `json:"id"`
-	Status           string     `json:"status"`
-	ClientName       string     `json:"clientName"`
-	ApproveURL       string     `json:"approveUrl"`
-	ApprovedByUserID *string    `json:"approvedByUserId"`
-	ApprovedAt       *time.Time `json:"approvedAt"`
-	BoardAPIKeyID    *string    `json:"boardApiKeyId"`
-	ExpiresAt        time.Time  `json:"expiresAt"`
-	CreatedAt        time.Time  `json:"createdAt"`
+	ID         string `json:"id"`
+	Status     string `json:"status"`
+	ClientName string `json:"clientName"`
+	// Command is the CLI command line being authorised, RequestedAccess "board" or
+	// "instance_admin_required", RequestedCompanyID the company the CLI asks for, if any
+	// (the reference product's CLI sends all three).
+	Command            string     `json:"command"`
+	RequestedAccess    string     `json:"requestedAccess"`
+	RequestedCompanyID *string    `json:"requestedCompanyId"`
+	ApproveURL         string     `json:"approveUrl"`
+	ApprovedByUserID   *string    `json:"approvedByUserId"`
+	ApprovedAt         *time.Time `json:"approvedAt"`
+	BoardAPIKeyID      *string    `json:"boardApiKeyId"`
+	ExpiresAt          time.Time  `json:"expiresAt"`
+	CreatedAt          time.Time  `json:"createdAt"`
 	// BoardAPIKey is the minted key with its token, present once: in the first read by the
 	// challenge token's holder after approval.
 	BoardAPIKey *BoardAPIKeyCreated `json:"boardApiKey,omitempty"`
 }
 
 // CLIAuthChallengeCreated is a new challenge with its token, shown only here.
+// Beside keel's fields it carries the reference product's: boardApiToken (the board API key
+// the challenge will activate when approved), approvalPath and approvalUrl (the approval
+// page, carrying the token as the reference's do), pollPath and suggestedPollIntervalMs.
 type CLIAuthChallengeCreated struct {
-	ID         string    `json:"id"`
-	Token      string    `json:"token"`
-	Status     string    `json:"status"`
-	ClientName string    `json:"clientName"`
-	ExpiresAt  time.Time `json:"expiresAt"`
-	ApproveURL string    `json:"approveUrl"`
-	CreatedAt  time.Time `json:"createdAt"`
+	ID                      string    `json:"id"`
+	Token                   string    `json:"token"`
+	BoardAPIToken           string    `json:"boardApiToken"`
+	Status                  string    `json:"status"`
+	ClientName              string    `json:"clientName"`
+	Command                 string    `json:"command"`
+	RequestedAccess         string    `json:"requestedAccess"`
+	RequestedCompanyID      *string   `json:"requestedCompanyId"`
+	ExpiresAt               time.Time `json:"expiresAt"`
+	ApproveURL              string    `json:"approveUrl"`
+	ApprovalPath            string    `json:"approvalPath"`
+	ApprovalURL             string    `json:"approvalUrl"`
+	PollPath                string    `json:"pollPath"`
+	SuggestedPollIntervalMs int       `json:"suggestedPollIntervalMs"`
+	CreatedAt               time.Time `json:"createdAt"`
 }
 
 type cliAuthRow struct {
@@ -115,12 +139,12 @@ type cliAuthRow struct {
 	storedStatus string
 }
 
-const cliAuthColumns = `id::text, token_hash, status, client_name, approved_by, approved_at, board_key_id::text,
-	pending_key_hash, pending_key_sealed, key_delivered_at, expires_at, created_at`
+const cliAuthColumns = `id::text, token_hash, status, client_name, command, requested_access, requested_company_id::text,
+	approved_by, approved_at, board_key_id::text, pending_key_hash, pending_key_sealed, key_delivered_at, expires_at, created_at`
 
 func (k *Kernel) scanCLIAuth(row pgx.Row) (*cliAuthRow, error) {
 	var r cliAuthRow
-	err := row.Scan(&r.ID, &r.tokenHash, &r.storedStatus, &r.ClientName, &r.ApprovedByUserID, &r.ApprovedAt, &r.BoardAPIKeyID,
+	err := row.Scan(&r.ID, &r.tokenHash, &r.storedStatus, &r.ClientName, &r.Command, &r.RequestedAccess, &r.RequestedCompanyID, &r.ApprovedByUserID, &r.ApprovedAt, &r.BoardAPIKeyID,
 		&r.pendingHash, &r.sealed, &r.deliveredAt, &r.ExpiresAt, &r.CreatedAt)
 	if err != nil {
 		return nil, err
@@ -180,6 +204,14 @@ func cliAuthTokenFrom(c *fiber.Ctx) string {
 type cliAuthCreateRequest struct {
 	// ClientName names the CLI or machine asking for access; shown to the approver.
 	ClientName string `json:"clientName"`
+	// Command is the CLI command line being authorised (the reference product's CLI sends
+	// it); shown to the approver.
+	Command string `json:"command"`
+	// RequestedAccess is "board" (default) or "instance_admin_required": then only an
+	// instance admin can approve.
+	RequestedAccess string `json:"requestedAccess" jsonschema:"enum=board,enum=instance_admin_required"`
+	// RequestedCompanyID names a company the approver must have access to.
+	RequestedCompanyID *string `json:"requestedCompanyId"`
 }
 
 type cliAuthCreateEndpoint struct{ k *Kernel }
@@ -191,8 +223,30 @@ func (e *cliAuthCreateEndpoint) Meta() *EndpointMeta {
 
 func (e *cliAuthCreateEndpoint) Execute(ctx context.Context, req *cliAuthCreateRequest) (*CLIAuthChallengeCreated, error) {
 	clientName := strings.TrimSpace(req.ClientName)
+	command := strings.TrimSpace(req.Command)
+	access := strings.TrimSpace(req.RequestedAccess)
+	if access == "" {
+		access = CLIAuthAccessBoard
+	}
+	var details []ValidationDetail
 	if len(clientName) > 200 {
-		return nil, ValidationError(ValidationDetail{Path: "clientName", Message: "must be at most 200 characters"})
+		details = append(details, ValidationDetail{Path: "clientName", Message: "must be at most 200 characters"})
+	}
+	if len(command) > 4000 {
+		details = append(details, ValidationDetail{Path: "command", Message: "must be at most 4000 characters"})
+	}
+	if access != CLIAuthAccessBoard && access != CLIAuthAccessInstanceAdmin {
+		details = append(details, ValidationDetail{Path: "requestedAccess", Message: "must be board or instance_admin_required"})
+	}
+	var companyID *string
+	if req.RequestedCompanyID != nil && *req.RequestedCompanyID != "" {
+		if !isUUID(*req.RequestedCompanyID) {
+			details = append(details, ValidationDetail{Path: "requestedCompanyId", Message: "must be a UUID"})
+		}
+		companyID = req.RequestedCompanyID
+	}
+	if len(details) > 0 {
+		return nil, ValidationError(details...)
 	}
 	token := CLIAuthTokenPrefix + randomHex(24)
 	boardKey := newBoardKeyToken()
@@ -200,17 +254,23 @@ func (e *cliAuthCreateEndpoint) Execute(ctx context.Context, req *cliAuthCreateR
 	if err != nil {
 		return nil, fmt.Errorf("error sealing CLI auth key: %w", err)
 	}
-	out := &CLIAuthChallengeCreated{ID: newID(), Token: token, Status: CLIAuthPending, ClientName: clientName}
-	err = e.k.Pool.QueryRow(ctx, `INSERT INTO kernel.cli_auth_challenges (id, token_hash, status, client_name, pending_key_hash, pending_key_sealed, expires_at)
-		VALUES ($1, $2, 'pending', $3, $4, $5, now() + make_interval(secs => $6)) RETURNING expires_at, created_at`,
-		out.ID, HashToken(token), clientName, HashToken(boardKey), sealed, CLIAuthChallengeTTL.Seconds()).Scan(&out.ExpiresAt, &out.CreatedAt)
+	out := &CLIAuthChallengeCreated{ID: newID(), Token: token, BoardAPIToken: boardKey, Status: CLIAuthPending, ClientName: clientName,
+		Command: command, RequestedAccess: access, RequestedCompanyID: companyID, SuggestedPollIntervalMs: 1000}
+	err = e.k.Pool.QueryRow(ctx, `INSERT INTO kernel.cli_auth_challenges (id, token_hash, status, client_name, command, requested_access,
+			requested_company_id, pending_key_hash, pending_key_sealed, expires_at)
+		VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9)) RETURNING expires_at, created_at`,
+		out.ID, HashToken(token), clientName, command, access, companyID, HashToken(boardKey), sealed,
+		CLIAuthChallengeTTL.Seconds()).Scan(&out.ExpiresAt, &out.CreatedAt)
 	if err != nil {
 		return nil, fmt.Errorf("error creating CLI auth challenge: %w", err)
 	}
 	out.ApproveURL = e.k.cliAuthApproveURL(out.ID)
+	out.ApprovalPath = "/cli-auth/" + out.ID + "?token=" + token
+	out.ApprovalURL = out.ApproveURL + "?token=" + token
+	out.PollPath = "/cli-auth/challenges/" + out.ID
 	e.k.recordActivity(ctx, actorActivity(ctx, &ActivityInsertParams{
 		Action: "cli_auth_challenge.created", EntityType: "cli_auth_challenge", EntityID: out.ID,
-		Details: map[string]any{"clientName": clientName},
+		Details: map[string]any{"clientName": clientName, "command": command, "requestedAccess": access},
 	}))
 	return out, nil
 }
@@ -334,6 +394,12 @@ func (e *cliAuthApproveEndpoint) Execute(ctx context.Context, req *cliAuthIDRequ
 	}
 	if r.pendingHash == nil {
 		return nil, Conflict("CLI auth challenge has no key to approve").WithCode("cli_auth_invalid")
+	}
+	if r.RequestedAccess == CLIAuthAccessInstanceAdmin && !a.IsInstanceAdmin {
+		return nil, Forbidden("This CLI auth challenge requires an instance admin")
+	}
+	if r.RequestedCompanyID != nil && !k.CanAccessCompany(a, *r.RequestedCompanyID) {
+		return nil, Forbidden("You do not have access to the requested company")
 	}
 	name := "cli"
 	if r.ClientName != "" {

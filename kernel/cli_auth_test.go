@@ -156,8 +156,12 @@ func TestCLIAuthLocal(t *testing.T) {
 		t.Parallel()
 		authCall(t, base, "POST", "/api/cli-auth/challenges", map[string]any{"clientName": strings.Repeat("x", 201)}).
 			requireError(t, http.StatusBadRequest, "Validation error", "")
-		authCall(t, base, "POST", "/api/cli-auth/challenges", map[string]any{"unknown": 1}).
+		authCall(t, base, "POST", "/api/cli-auth/challenges", map[string]any{"requestedAccess": "root"}).
 			requireError(t, http.StatusBadRequest, "Validation error", "")
+		authCall(t, base, "POST", "/api/cli-auth/challenges", map[string]any{"requestedCompanyId": "acme"}).
+			requireError(t, http.StatusBadRequest, "Validation error", "")
+		// Unknown fields are ignored, as the reference product does.
+		require.Equal(t, http.StatusCreated, authCall(t, base, "POST", "/api/cli-auth/challenges", map[string]any{"unknown": 1}).Status)
 	})
 }
 
@@ -203,6 +207,47 @@ func TestCLIAuthAuthenticated(t *testing.T) {
 		// revoke-current from a session is refused; with the key it works.
 		authCall(t, base, "POST", "/api/cli-auth/revoke-current", nil, authCookie(session)).requireError(t, http.StatusBadRequest, "Current credential is not a board API key", "")
 		require.Equal(t, http.StatusOK, authCall(t, base, "POST", "/api/cli-auth/revoke-current", nil, authBearer(key["token"].(string))).Status)
+	})
+
+	// The reference product's CLI sends command, clientName and requestedAccess and reads
+	// boardApiToken, approvalPath, approvalUrl, pollPath and suggestedPollIntervalMs.
+	t.Run("ReferenceBody", func(t *testing.T) {
+		t.Parallel()
+		r := authCall(t, base, "POST", "/api/cli-auth/challenges", map[string]any{"command": "service auth login --api-base http://keel.internal",
+			"clientName": "reference-cli", "requestedAccess": "board", "extra": true})
+		require.Equal(t, http.StatusCreated, r.Status, "body: %s", r.Body)
+		c := r.JSON(t)
+		id, token, boardToken := c["id"].(string), c["token"].(string), c["boardApiToken"].(string)
+		require.Regexp(t, `^pcp_board_[0-9a-f]{48}$`, boardToken)
+		require.Equal(t, "/cli-auth/"+id+"?token="+token, c["approvalPath"])
+		require.Equal(t, "http://keel.internal/cli-auth/"+id+"?token="+token, c["approvalUrl"])
+		require.Equal(t, "/cli-auth/challenges/"+id, c["pollPath"])
+		require.EqualValues(t, 1000, c["suggestedPollIntervalMs"])
+		require.Equal(t, "board", c["requestedAccess"])
+
+		// The approver sees the command; the board token works only after approval.
+		got := authCall(t, base, "GET", "/api/cli-auth/challenges/"+id, nil).JSON(t)
+		require.Equal(t, "service auth login --api-base http://keel.internal", got["command"])
+		require.Equal(t, "reference-cli", got["clientName"])
+		authCall(t, base, "GET", "/api/cli-auth/me", nil, authBearer(boardToken)).requireError(t, http.StatusUnauthorized, "", "")
+		r = authCall(t, base, "POST", "/api/cli-auth/challenges/"+id+"/approve", map[string]any{"token": token}, authCookie(session))
+		require.Equal(t, http.StatusOK, r.Status, "body: %s", r.Body)
+		me := authCall(t, base, "GET", "/api/cli-auth/me", nil, authBearer(boardToken))
+		require.Equal(t, http.StatusOK, me.Status, "body: %s", me.Body)
+		require.Equal(t, userID, me.JSON(t)["userId"])
+	})
+
+	t.Run("RequestedAccessIsEnforced", func(t *testing.T) {
+		t.Parallel()
+		r := authCall(t, base, "POST", "/api/cli-auth/challenges", map[string]any{"command": "service admin", "requestedAccess": "instance_admin_required"})
+		require.Equal(t, http.StatusCreated, r.Status, "body: %s", r.Body)
+		authCall(t, base, "POST", "/api/cli-auth/challenges/"+r.JSON(t)["id"].(string)+"/approve", nil, authCookie(session)).
+			requireError(t, http.StatusForbidden, "This CLI auth challenge requires an instance admin", "")
+		companyID := authCompany(t, k, "Not Mine")
+		r = authCall(t, base, "POST", "/api/cli-auth/challenges", map[string]any{"command": "service company", "requestedCompanyId": companyID})
+		require.Equal(t, http.StatusCreated, r.Status, "body: %s", r.Body)
+		authCall(t, base, "POST", "/api/cli-auth/challenges/"+r.JSON(t)["id"].(string)+"/approve", nil, authCookie(session)).
+			requireError(t, http.StatusForbidden, "You do not have access to the requested company", "")
 	})
 
 	t.Run("MeNeedsBoard", func(t *testing.T) {

@@ -14,8 +14,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/invopop/jsonschema"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/keelhq/keel/sdk/idem"
 )
 
 // Company statuses.
@@ -325,6 +328,12 @@ func (k *Kernel) CompanyInsert(ctx context.Context, p *CompanyInsertParams) (*Co
 			return nil, fmt.Errorf("error adding company owner: %w", err)
 		}
 	}
+	if answer, err := json.Marshal(company); err == nil {
+		// A create retried with the same Idempotency-Key after this commit gets this answer.
+		if err := idem.RecordAnswer(ctx, tx, http.StatusCreated, fiber.MIMEApplicationJSONCharsetUTF8, answer); err != nil {
+			return nil, err
+		}
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("error creating company: %w", err)
 	}
@@ -475,18 +484,39 @@ func (k *Kernel) CompanyUpdate(ctx context.Context, p *CompanyUpdateParams) (*Co
 	return c, nil
 }
 
-// CompanyDelete deletes a company with its memberships, grants, agents and agent keys; the
-// activity log keeps its entries. It reports whether the company existed.
-func (k *Kernel) CompanyDelete(ctx context.Context, id string) (bool, error) {
+// CompanyDelete deletes a company with its memberships, grants, agents and agent keys, and
+// records entry (a "company.deleted" activity entry) in the same transaction; its delivery
+// tells every extension to purge the company's rows and files, at least once, even if keel
+// stops right after the delete. The activity log keeps the company's entries. It reports
+// whether the company existed.
+func (k *Kernel) CompanyDelete(ctx context.Context, id string, entry *ActivityInsertParams) (bool, error) {
 	if !isUUID(id) {
 		return false, nil
 	}
-	tag, err := k.Pool.Exec(ctx, `DELETE FROM kernel.companies WHERE id = $1`, id)
+	e, err := newActivityEntry(entry)
+	if err != nil {
+		return false, err
+	}
+	tx, err := k.Pool.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("error deleting company %s: %w", id, err)
 	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	tag, err := tx.Exec(ctx, `DELETE FROM kernel.companies WHERE id = $1`, id)
+	if err != nil {
+		return false, fmt.Errorf("error deleting company %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return false, nil
+	}
+	if err := k.activityInsertTx(ctx, tx, entry, e); err != nil {
+		return false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("error deleting company %s: %w", id, err)
+	}
 	k.forgetCompany(id)
-	return tag.RowsAffected() > 0, nil
+	return true, nil
 }
 
 // CompanyStats are instance-level company statistics over the companies the caller sees.
@@ -933,13 +963,15 @@ func (e *companyBrandingEndpoint) Execute(ctx context.Context, req *companyBrand
 	if err := requireCompanyManager(ActorFrom(ctx), req.CompanyID, false); err != nil {
 		return nil, err
 	}
+	if !req.BrandColor.Set && !req.LogoURL.Set {
+		// Other fields are ignored, so a body without a branding field changes nothing: the
+		// reference product refuses it.
+		return nil, ValidationError(ValidationDetail{Path: "", Message: "At least one branding field must be provided"})
+	}
 	var d detailList
 	validateBranding(&d, req.BrandColor, req.LogoURL)
 	if err := d.err(); err != nil {
 		return nil, err
-	}
-	if !req.BrandColor.Set && !req.LogoURL.Set {
-		return e.k.companyGet(ctx, req.CompanyID)
 	}
 	c, err := e.k.CompanyUpdate(ctx, &CompanyUpdateParams{ID: req.CompanyID, BrandColor: req.BrandColor, LogoURL: req.LogoURL})
 	if err != nil {
@@ -1011,16 +1043,18 @@ func (e *companyDeleteEndpoint) Execute(ctx context.Context, req *companyRequest
 	if err != nil {
 		return nil, err
 	}
-	ok, err := e.k.CompanyDelete(ctx, req.CompanyID)
+	a := ActorFrom(ctx)
+	actorType, actorID, agentID := ActorFields(a)
+	ok, err := e.k.CompanyDelete(ctx, req.CompanyID, &ActivityInsertParams{
+		CompanyID: c.ID, ActorType: actorType, ActorID: actorID, AgentID: agentID, RunID: a.RunID,
+		Action: "company.deleted", EntityType: "company", EntityID: c.ID,
+		Details: map[string]any{"name": c.Name, "issuePrefix": c.IssuePrefix},
+	})
 	if err != nil {
 		return nil, Internal(err)
 	}
 	if !ok {
 		return nil, NotFound("Company not found")
-	}
-	if err := e.k.appendActorActivity(ctx, c.ID, "company.deleted", "company", c.ID,
-		map[string]any{"name": c.Name, "issuePrefix": c.IssuePrefix}); err != nil {
-		return nil, err
 	}
 	return &CompanyDeleted{OK: true, ID: c.ID}, nil
 }

@@ -20,6 +20,9 @@ type EndpointMeta struct {
 	CompanyFrom string
 	CompanyKey  string
 	Summary     string
+	// StrictBody refuses unknown body fields (400) instead of ignoring them; set it on
+	// routes the spec marks "unknown fields rejected".
+	StrictBody bool
 }
 
 // Endpoint is one kernel endpoint: Meta describes it, Execute does the work on a decoded
@@ -30,7 +33,7 @@ type Endpoint[Req any, Resp any] interface {
 }
 
 // RequestBinder is implemented by request types that decode themselves instead of the
-// default (strict JSON body, then `path:"name"` and `query:"name"` tagged fields).
+// default (JSON body, then `path:"name"` and `query:"name"` tagged fields).
 type RequestBinder interface {
 	Bind(c *fiber.Ctx, rc *RequestContext) error
 }
@@ -78,7 +81,11 @@ func Mount[Req any, Resp any](e Endpoint[Req, Resp]) *Route {
 				}
 			} else {
 				if hasBody {
-					if err := DecodeJSON(c, req); err != nil {
+					decode := DecodeJSON
+					if meta.StrictBody {
+						decode = DecodeJSONStrict
+					}
+					if err := decode(c, req); err != nil {
 						return err
 					}
 				}

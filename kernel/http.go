@@ -79,10 +79,19 @@ func (k *Kernel) Dispatch(c *fiber.Ctx) error {
 			if err := k.AuthorizeCompany(ctx, actor, companyID, route.Permission); err != nil {
 				return WriteError(c, err)
 			}
+			if IsWriteMethod(c.Method()) && !actor.CanWriteCompany(companyID) {
+				return WriteError(c, ReadOnlyMember())
+			}
 			rc.CompanyID = companyID
 		}
 	}
 	c.SetUserContext(WithActor(ctx, actor))
+	if honoursIdempotencyKey(c, route) {
+		if err := k.serveIdempotent(c, rc); err != nil {
+			return WriteError(c, err)
+		}
+		return nil
+	}
 	if err := route.Handler(c, rc); err != nil {
 		return WriteError(c, err)
 	}
@@ -188,15 +197,24 @@ func WriteJSON(c *fiber.Ctx, status int, v any) error {
 	return c.Send(bytes.TrimRight(buf.Bytes(), "\n"))
 }
 
-// DecodeJSON strictly decodes a JSON request body into v: unknown fields and malformed JSON
-// are a 400 Validation error naming the problem.
-func DecodeJSON(c *fiber.Ctx, v any) error {
+// DecodeJSON decodes a JSON request body into v, ignoring unknown fields as the reference
+// product does: bad types and malformed JSON are a 400 Validation error naming the problem.
+// An empty body decodes as {}.
+func DecodeJSON(c *fiber.Ctx, v any) error { return decodeJSON(c, v, false) }
+
+// DecodeJSONStrict is DecodeJSON that also refuses unknown fields (400 naming the field), for
+// configuration and for routes the spec marks "unknown fields rejected".
+func DecodeJSONStrict(c *fiber.Ctx, v any) error { return decodeJSON(c, v, true) }
+
+func decodeJSON(c *fiber.Ctx, v any, strict bool) error {
 	body := c.Body()
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		msg := err.Error()

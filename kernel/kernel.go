@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -128,9 +129,13 @@ type Kernel struct {
 
 	events     EventPublisher
 	extensions ExtensionDirectory
+	runs       runChecks
 
 	settingsMu        sync.Mutex
 	settingsListeners []func(section string)
+
+	// idemSweep is when expired Idempotency-Keys were last deleted (unix nanoseconds).
+	idemSweep atomic.Int64
 }
 
 // New connects to the database at dsn, applies the kernel migrations and registers the

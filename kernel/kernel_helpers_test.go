@@ -72,6 +72,7 @@ func ktBearer(token string) ktOpt {
 // ktResp is a response read in full.
 type ktResp struct {
 	Status int
+	Header http.Header
 	Body   []byte
 }
 
@@ -148,7 +149,7 @@ func (e *ktEnv) Do(t *testing.T, method, path string, body any, opts ...ktOpt) *
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return &ktResp{Status: resp.StatusCode, Body: raw}
+	return &ktResp{Status: resp.StatusCode, Header: resp.Header, Body: raw}
 }
 
 // User inserts a user with a live session and returns the user id and session token;

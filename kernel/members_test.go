@@ -76,7 +76,8 @@ func TestMembers(t *testing.T) {
 		require.Equal(t, "operator", m["membershipRole"])
 		env.Do(t, "PATCH", base+"/"+opMember, map[string]any{"membershipRole": "emperor"}, ktSession(owner)).RequireValidation(t, "membershipRole")
 		env.Do(t, "PATCH", base+"/"+opMember, map[string]any{"status": "gone"}, ktSession(owner)).RequireValidation(t, "status")
-		env.Do(t, "PATCH", base+"/"+opMember, map[string]any{"grants": []any{}}, ktSession(owner)).RequireValidation(t, "grants")
+		// Fields of other routes are ignored like any unknown field, as the reference product does.
+		env.Do(t, "PATCH", base+"/"+opMember, map[string]any{"grants": []any{}}, ktSession(owner)).RequireStatus(t, http.StatusOK)
 		env.Do(t, "PATCH", base+"/"+uuid.NewString(), map[string]any{"status": "active"}, ktSession(owner)).RequireError(t, http.StatusNotFound, "Member not found")
 		env.Do(t, "PATCH", base+"/not-a-uuid", map[string]any{"status": "active"}, ktSession(owner)).RequireError(t, http.StatusNotFound, "Member not found")
 	})
@@ -120,7 +121,6 @@ func TestMembers(t *testing.T) {
 		env.Do(t, "PATCH", path, map[string]any{"grants": []any{map[string]any{"permissionKey": "tasks:assign", "scope": "all"}}},
 			ktSession(owner)).RequireValidation(t, "grants[0].scope")
 		env.Do(t, "PATCH", path, map[string]any{}, ktSession(owner)).RequireValidation(t, "grants")
-		env.Do(t, "PATCH", path, map[string]any{"grants": []any{}, "role": "x"}, ktSession(owner)).RequireValidation(t, "role")
 
 		m = env.Do(t, "PATCH", base+"/"+opMember+"/role-and-grants", map[string]any{"membershipRole": "admin",
 			"grants": []any{map[string]any{"permissionKey": "pipelines:write"}}}, ktSession(owner)).RequireStatus(t, http.StatusOK).Object(t)

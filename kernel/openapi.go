@@ -16,6 +16,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/invopop/jsonschema"
+
+	"github.com/keelhq/keel/sdk/idem"
 )
 
 // OpenAPI builds the OpenAPI 3.1 document of the routes in the table now, so extension
@@ -79,6 +81,9 @@ func (k *Kernel) OpenAPI() ([]byte, error) {
 			}
 		}
 		op.Parameters = append(op.Parameters, queryParameters(r.Params)...)
+		if r.Method == fiber.MethodPost && r.Access != AccessPublic && !idemSkip[r.Key()] {
+			op.Parameters = append(op.Parameters, idempotencyKeyParameter)
+		}
 		if schema := requestSchema(r, doc.Components.Schemas); schema != nil {
 			op.RequestBody = &openAPIRequestBody{Required: true, Content: map[string]openAPIMedia{"application/json": {Schema: schema}}}
 		}
@@ -151,10 +156,20 @@ type openAPIOperation struct {
 }
 
 type openAPIParameter struct {
-	Name     string            `json:"name"`
-	In       string            `json:"in"`
-	Required bool              `json:"required"`
-	Schema   map[string]string `json:"schema"`
+	Name        string            `json:"name"`
+	In          string            `json:"in"`
+	Description string            `json:"description,omitempty"`
+	Required    bool              `json:"required"`
+	Schema      map[string]string `json:"schema"`
+}
+
+// idempotencyKeyParameter documents Idempotency-Key on the authenticated POST routes.
+var idempotencyKeyParameter = openAPIParameter{
+	Name: idem.Header, In: "header", Schema: map[string]string{"type": "string"},
+	Description: "Makes the request safe to retry: the same key with the same request (method, path, query, body) " +
+		"answers the original answer again (header Idempotent-Replayed: true) instead of creating twice; the same key " +
+		"with another request is 409 idempotency_key_reused. 1-255 printable ASCII characters, remembered per actor for " +
+		"24 hours. Ignored by routes whose answer shows a secret once.",
 }
 
 type openAPIRequestBody struct {

@@ -38,6 +38,11 @@ const (
 // OwnerKernel is the owner name of the kernel's own routes.
 const OwnerKernel = "kernel"
 
+// SourceAPI is the source of activity entries a board user posts through the activity route:
+// recorded as such and never delivered as domain events, so nobody can forge another
+// owner's event ("issue.updated" for an issue, say) through the API.
+const SourceAPI = "api"
+
 // Route is one entry of the composed API: a method and pattern, its owner, its policy and
 // its handler. Patterns are the spec's paths with {name} segments.
 type Route struct {

@@ -114,8 +114,15 @@ type Event struct {
 	CompanyID  string
 	Payload    json.RawMessage
 	OccurredAt string
-	Source     string
+	// Source is who wrote the event, stamped by the kernel: "kernel" or the key of the
+	// extension that wrote it. It cannot be forged by the writer.
+	Source string
 }
+
+// From reports whether the event was written by owner (an extension key or "kernel").
+// Subscribers act on an entity's events only when they come from the entity's owner:
+// anyone with activity access can write an entry that looks like another owner's event.
+func (e *Event) From(owner string) bool { return e.Source == owner }
 
 // Error is an error that crosses the extension boundary with an HTTP status, an optional
 // code and details, and a source: "plugin" when the extension is at fault, "downstream"

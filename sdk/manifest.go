@@ -141,6 +141,10 @@ type Method struct {
 	Name string `json:"name" jsonschema:"pattern=^[a-z][A-Za-z0-9_.]*$"`
 	// Description says what the method does.
 	Description string `json:"description,omitempty"`
+	// Requires are capabilities a caller must declare in its own manifest to call the
+	// method ("secrets" for a method that hands out secret values): a method is reached
+	// through Calls, and a capability gate on the host service alone would be bypassed.
+	Requires []string `json:"requires,omitempty"`
 }
 
 // Route access policies.
@@ -269,6 +273,11 @@ func (m *Manifest) Validate() error {
 			return fmt.Errorf("invalid manifest %s: provided method %q is malformed or repeated", m.Key, p.Name)
 		}
 		seen[p.Name] = true
+		for _, c := range p.Requires {
+			if !caps[c] {
+				return fmt.Errorf("invalid manifest %s: provided method %q requires unknown capability %q", m.Key, p.Name, c)
+			}
+		}
 	}
 	if len(m.Uses) > 0 && !m.HasCapability(CapCalls) {
 		return fmt.Errorf("invalid manifest %s: uses methods but lacks the calls capability", m.Key)
@@ -339,6 +348,16 @@ func (m *Manifest) HasCapability(c string) bool {
 		}
 	}
 	return false
+}
+
+// MethodRequires returns the capabilities a caller of a provided method must declare.
+func (m *Manifest) MethodRequires(name string) []string {
+	for _, p := range m.Provides {
+		if p.Name == name {
+			return p.Requires
+		}
+	}
+	return nil
 }
 
 // ProvidesMethod reports whether the manifest provides a method.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -44,9 +45,16 @@ func Invalid(path, message string) *Error {
 	return ValidationError(ValidationDetail{Path: path, Message: message})
 }
 
-// DecodeJSON strictly decodes a JSON request body into v: unknown fields, bad types and
-// malformed JSON are a 400 Validation error naming the field. An empty body decodes as {}.
-func DecodeJSON(r *http.Request, v any) error {
+// DecodeJSON decodes a JSON request body into v, ignoring unknown fields as the reference
+// product does: bad types and malformed JSON are a 400 Validation error naming the field. An
+// empty body decodes as {}.
+func DecodeJSON(r *http.Request, v any) error { return decodeJSON(r, v, false) }
+
+// DecodeJSONStrict is DecodeJSON that also refuses unknown fields (400 naming the field), for
+// configuration and for routes the spec marks "unknown fields rejected".
+func DecodeJSONStrict(r *http.Request, v any) error { return decodeJSON(r, v, true) }
+
+func decodeJSON(r *http.Request, v any, strict bool) error {
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(r.Body); err != nil {
 		return Invalid("", "unreadable body")
@@ -56,7 +64,9 @@ func DecodeJSON(r *http.Request, v any) error {
 		body = []byte("{}")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		switch {
@@ -99,10 +109,32 @@ func IsUUID(s string) bool {
 }
 
 // RequireCompanyAccess refuses (403) an actor outside the company of a resource that a
-// route found by its own id (CanAccessCompany's rules).
+// route found by its own id (CanAccessCompany's rules), and a write route's actor whose role
+// in that company only reads (a viewer: code read_only_member).
 func RequireCompanyAccess(ctx context.Context, companyID string) error {
-	if !CanAccessCompany(ActorFrom(ctx), companyID) {
+	a := ActorFrom(ctx)
+	if !CanAccessCompany(a, companyID) {
 		return Forbidden("You do not have access to this company")
 	}
+	if isWritePattern(PatternFrom(ctx)) && slices.Contains(a.ReadOnlyCompanyIds, companyID) {
+		return &Error{Status: http.StatusForbidden, Code: "read_only_member", Message: "Viewers cannot change anything in this company"}
+	}
 	return nil
+}
+
+// IsWriteRequest reports whether the request ctx belongs to is an HTTP write (POST, PUT,
+// PATCH or DELETE); a provided-method call is not.
+func IsWriteRequest(ctx context.Context) bool { return isWritePattern(PatternFrom(ctx)) }
+
+// isWritePattern reports whether a matched route pattern ("POST /api/…") changes state.
+func isWritePattern(pattern string) bool {
+	method, _, ok := strings.Cut(pattern, " ")
+	if !ok {
+		return false
+	}
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return true
 }

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/keelhq/keel/sdk"
 	"github.com/keelhq/keel/sdk/adapter"
 )
 
@@ -113,35 +112,30 @@ func (c *Config) grace() time.Duration {
 	return time.Duration(*c.GraceSec * float64(time.Second))
 }
 
-// keptServiceVars are the inherited SERVICE_* variables a child may see.
-var keptServiceVars = map[string]bool{
-	"SERVICE_RUNTIME_API_URL": true,
-	"SERVICE_LISTEN_HOST":     true,
-	"SERVICE_LISTEN_PORT":     true,
+// inheritedVars are the only variables of keel's own environment an agent process sees:
+// where to find programs, who and where it is, its locale and time zone, proxies and CA
+// certificates, and the runtime service address. Nothing else passes (DATABASE_URL,
+// PGPASSWORD, SERVICE_SECRETS_MASTER_KEY, cloud credentials, the extension handshake), so an
+// agent's command learns nothing of keel's database or keys.
+var inheritedVars = map[string]bool{
+	"PATH": true, "HOME": true, "USER": true, "LOGNAME": true, "SHELL": true, "TERM": true,
+	"LANG": true, "LANGUAGE": true, "TZ": true, "TMPDIR": true,
+	"HTTP_PROXY": true, "HTTPS_PROXY": true, "NO_PROXY": true, "http_proxy": true, "https_proxy": true, "no_proxy": true,
+	"SSL_CERT_FILE": true, "SSL_CERT_DIR": true,
+	"SERVICE_RUNTIME_API_URL": true, "SERVICE_LISTEN_HOST": true, "SERVICE_LISTEN_PORT": true,
 }
 
-// strippedVars are variables of the extension's own launch that must not leak to a run.
-var strippedVars = map[string]bool{
-	"KEEL_EXTENSION_ROLE":        true,
-	sdk.Handshake.MagicCookieKey: true,
-	"PLUGIN_MIN_PORT":            true,
-	"PLUGIN_MAX_PORT":            true,
-	"PLUGIN_PROTOCOL_VERSIONS":   true,
-	"PLUGIN_CLIENT_CERT":         true,
-}
+// inherited reports whether an inherited variable may pass to an agent process.
+func passesToRun(k string) bool { return inheritedVars[k] || strings.HasPrefix(k, "LC_") }
 
-// BuildEnv composes a run's environment: the inherited environment without its SERVICE_*
-// variables (except SERVICE_RUNTIME_API_URL, SERVICE_LISTEN_HOST and SERVICE_LISTEN_PORT)
-// and without the extension launch variables, then the config env, then the request's env,
-// which wins. authToken becomes SERVICE_API_KEY when the request env does not set it.
+// BuildEnv composes a run's environment: the allowed part of the inherited environment
+// (inheritedVars, LC_*), then the config env, then the request's env, which wins.
+// authToken becomes SERVICE_API_KEY when the request env does not set it.
 func BuildEnv(inherited []string, configEnv, requestEnv map[string]string, authToken string) []string {
 	env := map[string]string{}
 	for _, kv := range inherited {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok || strippedVars[k] {
-			continue
-		}
-		if strings.HasPrefix(k, "SERVICE_") && !keptServiceVars[k] {
+		if !ok || !passesToRun(k) {
 			continue
 		}
 		env[k] = v

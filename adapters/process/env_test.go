@@ -12,13 +12,15 @@ func TestBuildEnv(t *testing.T) {
 	t.Parallel()
 	got := process.BuildEnv(
 		[]string{"PATH=/bin", "SERVICE_API_KEY=leaked", "SERVICE_AGENT_ID=leaked", "SERVICE_RUNTIME_API_URL=http://rt",
-			"SERVICE_LISTEN_HOST=0.0.0.0", "SERVICE_LISTEN_PORT=3100", "KEEL_EXTENSION_ROLE=adapter.process", "HOME=/home/x"},
+			"SERVICE_LISTEN_HOST=0.0.0.0", "SERVICE_LISTEN_PORT=3100", "KEEL_EXTENSION_ROLE=adapter.process", "HOME=/home/x",
+			"DATABASE_URL=postgres://keel:pw@db/keel", "PGPASSWORD=pw", "SERVICE_SECRETS_MASTER_KEY=k", "AWS_SECRET_ACCESS_KEY=s",
+			"LC_ALL=C.UTF-8", "LANG=C.UTF-8"},
 		map[string]string{"SERVICE_AGENT_ID": "config", "EXTRA": "1"},
 		map[string]string{"SERVICE_AGENT_ID": "agent-1", "SERVICE_RUN_ID": "run-1"},
 		"jwt",
 	)
 	require.Equal(t, []string{
-		"EXTRA=1", "HOME=/home/x", "PATH=/bin", "SERVICE_AGENT_ID=agent-1", "SERVICE_API_KEY=jwt",
+		"EXTRA=1", "HOME=/home/x", "LANG=C.UTF-8", "LC_ALL=C.UTF-8", "PATH=/bin", "SERVICE_AGENT_ID=agent-1", "SERVICE_API_KEY=jwt",
 		"SERVICE_LISTEN_HOST=0.0.0.0", "SERVICE_LISTEN_PORT=3100", "SERVICE_RUNTIME_API_URL=http://rt", "SERVICE_RUN_ID=run-1",
 	}, got)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/keelhq/keel/extensions"
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/idem"
 	"github.com/keelhq/keel/sdk/migrate"
 )
 
@@ -42,7 +43,7 @@ type Agents struct {
 	db      *bun.DB
 	log     hclog.Logger
 	dataDir string
-	mux     *http.ServeMux
+	mux     http.Handler
 	// engine is the heartbeat engine (heartbeat*.go); nil until Configure.
 	engine *engine
 }
@@ -66,7 +67,8 @@ func (a *Agents) Configure(ctx context.Context, env *sdk.Env) error {
 	}
 	a.pool, a.sqlDB = db.Pool, db.SQL
 	a.db = bun.NewDB(a.sqlDB, pgdialect.New())
-	a.mux = table.Mux(a)
+	a.mux = idem.Wrap(db.Pool, table.Mux(a), idem.Options{Logger: a.log,
+		Skip: []string{"POST /api/agents/me/secrets/{key}/value"}})
 	a.engine = newEngine(a)
 	return nil
 }

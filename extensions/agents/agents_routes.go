@@ -11,10 +11,12 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/uptrace/bun"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/idem"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
 
@@ -224,18 +226,40 @@ func (a *Agents) newConfig(ctx context.Context, companyID string, b *agentCreate
 	if err := errs.err(); err != nil {
 		return nil, "", err
 	}
+	if err := a.checkAdapterType(ctx, companyID, adapterType); err != nil {
+		return nil, "", err
+	}
+	if _, _, _, err := deviceKeyPlan(cfg); err != nil {
+		return nil, "", err
+	}
 	return cfg, role, nil
 }
 
 // createAgent creates the kernel identity with the given status and its configuration, and
-// a monthly budget policy when budgetMonthlyCents > 0.
-func (a *Agents) createAgent(ctx context.Context, companyID, name, role, st string, cfg *configRow) (*agentRef, error) {
+// a monthly budget policy when budgetMonthlyCents > 0. A non-zero idemStatus records the
+// request's Idempotency-Key in the configuration's transaction (the answer reads back from
+// GET /api/agents/{id}).
+func (a *Agents) createAgent(ctx context.Context, companyID, name, role, st string, cfg *configRow, idemStatus int) (*agentRef, error) {
 	id, err := a.host.Principals.CreateAgent(ctx, &hostv1.CreateAgentRequest{CompanyId: companyID, Name: name, Role: role, Status: st})
 	if err != nil {
 		return nil, principalErr(err, "creating agent")
 	}
 	cfg.AgentID = id.Id
-	if err := a.saveConfig(ctx, a.db, cfg); err != nil {
+	// The device key is stored once the name is known to be free, so a refused create
+	// leaves no secret behind.
+	err = a.ensureDeviceKey(ctx, companyID, name, cfg)
+	if err == nil {
+		err = a.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			if err := a.saveConfig(ctx, tx, cfg); err != nil {
+				return err
+			}
+			if idemStatus == 0 {
+				return nil
+			}
+			return idem.Record(ctx, tx, idemStatus, "/api/agents/"+id.Id)
+		})
+	}
+	if err != nil {
 		if _, serr := a.setStatus(ctx, id.Id, statusTerminated); serr != nil {
 			a.log.Warn("error terminating agent after a failed create", "agent", id.Id, "error", serr)
 		}
@@ -376,7 +400,7 @@ func handleAgentCreate(a *Agents, rw http.ResponseWriter, r *http.Request) {
 		a.writeErr(rw, err)
 		return
 	}
-	ag, err := a.createAgent(ctx, companyID, body.Name, role, statusIdle, cfg)
+	ag, err := a.createAgent(ctx, companyID, body.Name, role, statusIdle, cfg, http.StatusCreated)
 	if err != nil {
 		a.writeErr(rw, err)
 		return
@@ -433,7 +457,7 @@ func handleAgentHire(a *Agents, rw http.ResponseWriter, r *http.Request) {
 	if co.RequireBoardApprovalForNewAgents {
 		st = statusPendingApproval
 	}
-	ag, err := a.createAgent(ctx, companyID, body.Name, role, st, cfg)
+	ag, err := a.createAgent(ctx, companyID, body.Name, role, st, cfg, 0)
 	if err != nil {
 		a.writeErr(rw, err)
 		return
@@ -522,17 +546,17 @@ func handleAgentPatch(a *Agents, rw http.ResponseWriter, r *http.Request) {
 		a.writeErr(rw, invalid("permissions", "cannot be changed here; use PATCH /api/agents/{agentId}/permissions"))
 		return
 	}
-	var errs fieldErrs
+	// Unknown fields are ignored, as the reference product does.
 	for k := range raw {
 		if !slices.Contains(patchKeys, k) {
-			errs.add(k, "unknown field")
+			delete(raw, k)
 		}
 	}
-	if err := errs.err(); err != nil {
+	if err := a.requireConfigWriter(ctx, ag); err != nil {
 		a.writeErr(rw, err)
 		return
 	}
-	if err := a.requireConfigWriter(ctx, ag); err != nil {
+	if err := a.refuseAgentEscalation(ctx, ag, raw); err != nil {
 		a.writeErr(rw, err)
 		return
 	}
@@ -615,6 +639,10 @@ func (a *Agents) applyPatch(ctx context.Context, ag *agentRef, raw map[string]js
 		var t string
 		if json.Unmarshal(v, &t) != nil || !adapterTypeRe.MatchString(t) {
 			errs.add("adapterType", "must be an adapter type such as process or http")
+		} else if t != ag.Cfg.AdapterType {
+			if err := a.checkAdapterType(ctx, ag.ID.CompanyId, t); err != nil {
+				return nil, err
+			}
 		}
 		cfg.AdapterType = t
 	}
@@ -668,6 +696,11 @@ func (a *Agents) applyPatch(ctx context.Context, ag *agentRef, raw map[string]js
 			return nil, conflict("Pending approval agents cannot be activated through a patch")
 		case newStatus == statusPendingApproval:
 			return nil, invalid("status", "cannot be set to pending_approval")
+		}
+	}
+	if _, typed := raw["adapterType"]; typed || raw["adapterConfig"] != nil {
+		if err := a.ensureDeviceKey(ctx, ag.ID.CompanyId, ag.ID.Name, &cfg); err != nil {
+			return nil, err
 		}
 	}
 	before, after := ag.Cfg.snapshot(ag.ID), cfg.snapshot(ag.ID)

@@ -59,8 +59,9 @@ type configRow struct {
 	UpdatedAt            time.Time       `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
 }
 
-// agentPermissions is the stored permissions block. The record shows canCreateAgents only;
-// canAssignTasks stands in for the kernel tasks:assign grant until a host service exists.
+// agentPermissions is the stored permissions block; the record shows both flags as stored
+// (the reference product answers them so). canAssignTasks mirrors the kernel tasks:assign
+// grant, which access explains.
 type agentPermissions struct {
 	CanCreateAgents bool `json:"canCreateAgents,omitempty"`
 	CanAssignTasks  bool `json:"canAssignTasks,omitempty"`
@@ -301,7 +302,7 @@ type agentRecord struct {
 	// ConfigRedacted is true when adapterConfig and runtimeConfig were withheld.
 	ConfigRedacted bool            `json:"configRedacted,omitempty"`
 	OrgChainHealth *orgChainHealth `json:"orgChainHealth,omitempty"`
-	ChainOfCommand []chainEntry    `json:"chainOfCommand,omitempty"`
+	ChainOfCommand []chainEntry    `json:"chainOfCommand,omitzero"`
 	Access         *accessBlock    `json:"access,omitempty"`
 }
 
@@ -338,10 +339,8 @@ type chainLink struct {
 // record builds the API form of an agent; redact withholds adapter and runtime config.
 func (ag *agentRef) record(redact bool) *agentRecord {
 	c := ag.Cfg
-	perms := map[string]bool{}
-	if p := c.permissions(); p.CanCreateAgents {
-		perms["canCreateAgents"] = true
-	}
+	p := c.permissions()
+	perms := map[string]bool{"canCreateAgents": p.CanCreateAgents, "canAssignTasks": p.CanAssignTasks}
 	rec := &agentRecord{
 		ID: ag.ID.Id, CompanyID: ag.ID.CompanyId, Name: ag.ID.Name, Role: ag.ID.Role, Title: c.Title, Icon: c.Icon,
 		Status: ag.ID.Status, ReportsTo: c.ReportsTo, Capabilities: c.Capabilities, AdapterType: c.AdapterType,

@@ -22,9 +22,9 @@ func TestAgentCreateReadList(t *testing.T) {
 	require.Equal(t, "idle", ceo["status"])
 	require.Equal(t, "smoke-ceo", ceo["urlKey"])
 	require.Equal(t, "process", ceo["adapterType"])
-	require.Equal(t, map[string]any{"canCreateAgents": true}, ceo["permissions"])
+	require.Equal(t, map[string]any{"canCreateAgents": true, "canAssignTasks": false}, ceo["permissions"])
 	require.Equal(t, map[string]any{"heartbeat": map[string]any{"enabled": false}}, ceo["runtimeConfig"])
-	require.Equal(t, map[string]any{}, worker["permissions"])
+	require.Equal(t, map[string]any{"canCreateAgents": false, "canAssignTasks": false}, worker["permissions"])
 	require.Equal(t, ceo["id"], worker["reportsTo"])
 	require.Equal(t, "echo things", worker["capabilities"])
 	chain := worker["orgChainHealth"].(map[string]any)
@@ -47,6 +47,7 @@ func TestAgentCreateReadList(t *testing.T) {
 		require.NotEmpty(t, access["reason"])
 		res = h.Do("GET", "/api/agents/"+ceo["id"].(string), nil)
 		require.Equal(t, true, res.Map(t)["access"].(map[string]any)["canAssignTasks"])
+		require.Equal(t, []any{}, res.Map(t)["chainOfCommand"], "a top agent has an empty chain, not a missing one")
 	})
 
 	t.Run("get by shortname", func(t *testing.T) {
@@ -97,7 +98,6 @@ func TestAgentCreateValidation(t *testing.T) {
 		{"adapterConfig not an object", map[string]any{"name": "X", "adapterConfig": []int{1}}, "adapterConfig"},
 		{"reportsTo another company", map[string]any{"name": "X", "reportsTo": stranger["id"]}, "reportsTo"},
 		{"reportsTo not a uuid", map[string]any{"name": "X", "reportsTo": "boss"}, "reportsTo"},
-		{"unknown field", map[string]any{"name": "X", "favouriteColour": "blue"}, "favouriteColour"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := h.Do("POST", "/api/companies/"+company+"/agents", tc.body)
@@ -107,6 +107,10 @@ func TestAgentCreateValidation(t *testing.T) {
 			require.Equal(t, tc.path, got["details"].([]any)[0].(map[string]any)["path"], "%s", res.Body)
 		})
 	}
+	t.Run("unknown fields are ignored", func(t *testing.T) {
+		ag := createAgent(t, h, company, map[string]any{"name": "Colourful", "favouriteColour": "blue"})
+		require.NotContains(t, ag, "favouriteColour")
+	})
 	t.Run("agents cannot use the board create route", func(t *testing.T) {
 		ceo := createAgent(t, h, company, map[string]any{"name": "Boss", "role": "ceo"})
 		res := h.Do("POST", "/api/companies/"+company+"/agents", map[string]any{"name": "Y"}, agentKey(t, h, ceo["id"].(string))...)
@@ -181,7 +185,7 @@ func TestAgentPatch(t *testing.T) {
 		msg    string
 	}{
 		{"permissions refused", wid, map[string]any{"permissions": map[string]any{"canCreateAgents": true}}, http.StatusBadRequest, "Validation error"},
-		{"unknown field", wid, map[string]any{"colour": "red"}, http.StatusBadRequest, "Validation error"},
+		{"unknown field ignored", wid, map[string]any{"colour": "red"}, http.StatusOK, ""},
 		{"self report", wid, map[string]any{"reportsTo": wid}, http.StatusUnprocessableEntity, ""},
 		{"cycle", cid, map[string]any{"reportsTo": wid}, http.StatusUnprocessableEntity, ""},
 		{"rename collision", wid, map[string]any{"name": "smoke ceo"}, http.StatusConflict, "Agent name already in use"},

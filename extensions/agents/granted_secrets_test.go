@@ -89,3 +89,56 @@ func TestGrantedSecretsThroughRun(t *testing.T) {
 
 	require.Equal(t, http.StatusOK, h.Do("POST", "/api/heartbeat-runs/"+runID+"/cancel", nil).Status)
 }
+
+// TestGrantedSecretsFromAdapterConfigEnv checks the reference behaviour that a secret bound
+// in the agent's adapterConfig.env as a secret_ref is a granted secret: listed under the
+// secret's key (not the env name) and readable by the agent's runs, without an explicit
+// binding; a secret of the company that the config does not name stays refused.
+func TestGrantedSecretsFromAdapterConfigEnv(t *testing.T) {
+	t.Parallel()
+	h := startAgents(t)
+	company := h.CreateCompany("Config Secrets")
+	const plaintext = "sk-config-bound-0123456789"
+	res := h.Do("POST", "/api/companies/"+company+"/secrets", map[string]any{"name": "Config key", "key": "CONFIG_KEY", "value": plaintext})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	secretID := res.Map(t)["id"].(string)
+	res = h.Do("POST", "/api/companies/"+company+"/secrets", map[string]any{"name": "Unbound", "key": "UNBOUND_KEY", "value": "nope"})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+
+	agent := createAgent(t, h, company, map[string]any{"name": "Configured", "role": "engineer", "adapterType": "process",
+		"adapterConfig": map[string]any{"command": "/bin/sh", "args": []string{"-c", "sleep 30"}, "timeoutSec": 60, "graceSec": 1,
+			"env": map[string]any{
+				"MY_TOKEN": map[string]any{"type": "secret_ref", "secretId": secretID, "version": "latest"},
+				"PLAIN":    "not a secret",
+			}}})
+	agentID := agent["id"].(string)
+	key := agentKey(t, h, agentID)
+
+	res = h.Do("POST", "/api/agents/"+agentID+"/wakeup", map[string]any{"source": "on_demand"})
+	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
+	runID := res.Map(t)["id"].(string)
+	sdktest.WaitFor(t, 30*time.Second, func() bool {
+		return h.Do("GET", "/api/heartbeat-runs/"+runID, nil).Map(t)["status"] == "running"
+	}, "the run to be running")
+	inRun := append(append([]string{}, key...), "X-Service-Run-Id", runID)
+
+	res = h.Do("GET", "/api/agents/me/secrets", nil, inRun...)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	var listed struct {
+		Secrets []map[string]any `json:"secrets"`
+	}
+	res.JSON(t, &listed)
+	require.Len(t, listed.Secrets, 1, "%s", res.Body)
+	require.Equal(t, "CONFIG_KEY", listed.Secrets[0]["key"])
+	require.Equal(t, "env", listed.Secrets[0]["delivery"])
+	require.Equal(t, "latest", listed.Secrets[0]["versionSelector"])
+	require.NotContains(t, string(res.Body), plaintext)
+
+	res = h.Do("POST", "/api/agents/me/secrets/CONFIG_KEY/value", nil, inRun...)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, plaintext, res.Map(t)["value"])
+	res = h.Do("POST", "/api/agents/me/secrets/UNBOUND_KEY/value", nil, inRun...)
+	require.Equal(t, http.StatusForbidden, res.Status, "a secret the config does not name: %s", res.Body)
+
+	require.Equal(t, http.StatusOK, h.Do("POST", "/api/heartbeat-runs/"+runID+"/cancel", nil).Status)
+}

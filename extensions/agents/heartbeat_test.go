@@ -54,7 +54,7 @@ func TestWakeupRunsAgent(t *testing.T) {
 	// Validation.
 	res = h.Do("POST", "/api/agents/"+ag.ID+"/wakeup", map[string]any{"source": "bogus"})
 	require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
-	res = h.Do("POST", "/api/agents/"+ag.ID+"/wakeup", map[string]any{"nope": 1})
+	res = h.Do("POST", "/api/agents/"+ag.ID+"/wakeup", map[string]any{"source": "sideways", "nope": 1})
 	require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
 	res = h.Do("POST", "/api/agents/"+uuid.NewString()+"/wakeup", nil)
 	require.Equal(t, http.StatusNotFound, res.Status, "%s", res.Body)

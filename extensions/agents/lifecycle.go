@@ -35,6 +35,10 @@ func lifecycleHandler(step lifecycleStep) func(a *Agents, rw http.ResponseWriter
 			a.writeErr(rw, err)
 			return
 		}
+		if err := a.requireManageAgents(ctx, ag.ID.CompanyId); err != nil {
+			a.writeErr(rw, err)
+			return
+		}
 		action, details, err := step(a, ctx, ag)
 		if err != nil {
 			a.writeErr(rw, err)
@@ -132,6 +136,10 @@ func handleAgentDelete(a *Agents, rw http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	ag, err := a.loadAgent(ctx, r.PathValue("agentId"))
 	if err != nil {
+		a.writeErr(rw, err)
+		return
+	}
+	if err := a.requireManageAgents(ctx, ag.ID.CompanyId); err != nil {
 		a.writeErr(rw, err)
 		return
 	}

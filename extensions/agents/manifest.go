@@ -33,7 +33,8 @@ func manifest() *sdk.Manifest {
 			Description: "Agent configuration and lifecycle, hires, permissions, config revisions, skills, wakeups, heartbeat runs and their logs, the run scheduler, inbox-lite and granted secrets.",
 			Runtime:     sdk.Runtime{Kind: sdk.RuntimeProcess},
 			Kernel:      ">=0.1 <1.0",
-			Capabilities: []string{sdk.CapActivity, sdk.CapAuthz, sdk.CapPrincipals, sdk.CapCompanies, sdk.CapCalls,
+			Events:      []string{eventCompanyDeleted},
+			Capabilities: []string{sdk.CapActivity, sdk.CapAuthz, sdk.CapPrincipals, sdk.CapCompanies, sdk.CapCalls, sdk.CapSecrets,
 				sdk.CapEvents, sdk.CapJobs, sdk.CapSettings, sdk.CapDatabase},
 			Uses: []string{"work.*", "secrets.*", "costs.*", "adapter.*"},
 		})

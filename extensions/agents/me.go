@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sort"
 
 	"github.com/keelhq/keel/sdk"
 )
@@ -133,8 +134,14 @@ func handleMySecrets(a *Agents, rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	actor := sdk.ActorFrom(ctx)
+	refs, err := a.configSecretRefs(ctx, actor.AgentId)
+	if err != nil {
+		a.writeErr(rw, err)
+		return
+	}
 	var res json.RawMessage
-	if err := a.host.Call(ctx, "secrets.grantedForAgent", actor, actor.CompanyId, map[string]any{"agentId": actor.AgentId}, &res); err != nil {
+	if err := a.host.Call(ctx, "secrets.grantedForAgent", actor, actor.CompanyId, map[string]any{"agentId": actor.AgentId,
+		"configRefs": refs}, &res); err != nil {
 		a.writeErr(rw, secretsUnavailable(err))
 		return
 	}
@@ -160,13 +167,59 @@ func handleMySecretValue(a *Agents, rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	actor := sdk.ActorFrom(ctx)
+	refs, err := a.configSecretRefs(ctx, actor.AgentId)
+	if err != nil {
+		a.writeErr(rw, err)
+		return
+	}
 	var res json.RawMessage
-	err := a.host.Call(ctx, "secrets.valueForAgent", actor, actor.CompanyId, map[string]any{
+	err = a.host.Call(ctx, "secrets.valueForAgent", actor, actor.CompanyId, map[string]any{
 		"agentId": actor.AgentId, "key": r.PathValue("key"), "runId": actor.RunId, "lowTrust": actor.KeyScope == "skill_test",
+		"configRefs": refs,
 	}, &res)
 	if err != nil {
 		a.writeErr(rw, secretsUnavailable(err))
 		return
 	}
 	sdk.WriteJSON(rw, http.StatusOK, res)
+}
+
+// configSecretRef is one secret_ref binding of an agent's adapterConfig.env, as sent to the
+// secrets extension.
+type configSecretRef struct {
+	SecretID string          `json:"secretId"`
+	Version  json.RawMessage `json:"version,omitempty"`
+}
+
+// configSecretRefs returns the secret_ref bindings of the agent's adapterConfig.env: the
+// secrets extension counts them as granted secrets (the reference product does), beside
+// explicit bindings. Plain values and malformed entries are skipped.
+func (a *Agents) configSecretRefs(ctx context.Context, agentID string) ([]configSecretRef, error) {
+	cfg, err := a.loadConfig(ctx, a.db, agentID)
+	if err != nil || cfg == nil {
+		return nil, err
+	}
+	var ac struct {
+		Env map[string]json.RawMessage `json:"env"`
+	}
+	if json.Unmarshal(cfg.AdapterConfig, &ac) != nil {
+		return nil, nil
+	}
+	names := make([]string, 0, len(ac.Env))
+	for name := range ac.Env {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	refs := []configSecretRef{}
+	for _, name := range names {
+		var b struct {
+			Type     string          `json:"type"`
+			SecretID string          `json:"secretId"`
+			Version  json.RawMessage `json:"version"`
+		}
+		if json.Unmarshal(ac.Env[name], &b) == nil && b.Type == "secret_ref" && isUUID(b.SecretID) {
+			refs = append(refs, configSecretRef{SecretID: b.SecretID, Version: b.Version})
+		}
+	}
+	return refs, nil
 }

@@ -18,7 +18,8 @@ func TestAgentPermissions(t *testing.T) {
 	res := h.Do("PATCH", path, map[string]any{"canAssignTasks": true})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	got := res.Map(t)
-	require.Equal(t, map[string]any{}, got["permissions"], "the record shows canCreateAgents only")
+	require.Equal(t, map[string]any{"canCreateAgents": false, "canAssignTasks": true}, got["permissions"], "both flags as stored")
+	require.Contains(t, got, "chainOfCommand")
 	require.Equal(t, true, got["access"].(map[string]any)["canAssignTasks"])
 	grant := func() bool {
 		var n int
@@ -31,7 +32,7 @@ func TestAgentPermissions(t *testing.T) {
 	res = h.Do("PATCH", path, map[string]any{"canAssignTasks": false, "canCreateAgents": true}, agentKey(t, h, ceo["id"].(string))...)
 	require.Equal(t, http.StatusOK, res.Status, "the CEO agent may change permissions: %s", res.Body)
 	got = res.Map(t)
-	require.Equal(t, map[string]any{"canCreateAgents": true}, got["permissions"])
+	require.Equal(t, map[string]any{"canCreateAgents": true, "canAssignTasks": false}, got["permissions"])
 	require.Equal(t, "agent_creator", got["access"].(map[string]any)["taskAssignSource"])
 	require.False(t, grant(), "and clearing it revokes the grant")
 
@@ -42,8 +43,11 @@ func TestAgentPermissions(t *testing.T) {
 	res = h.Do("PATCH", "/api/agents/"+ceo["id"].(string)+"/permissions", map[string]any{"canCreateAgents": false}, agentKey(t, h, wid)...)
 	require.Equal(t, http.StatusForbidden, res.Status, "a non-CEO agent may not: %s", res.Body)
 
-	res = h.Do("PATCH", path, map[string]any{"canFly": true})
+	res = h.Do("PATCH", path, map[string]any{"canCreateAgents": "yes"})
 	require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
+	res = h.Do("PATCH", path, map[string]any{"canFly": true})
+	require.Equal(t, http.StatusOK, res.Status, "unknown fields are ignored: %s", res.Body)
+	require.Equal(t, map[string]any{"canCreateAgents": false, "canAssignTasks": false}, res.Map(t)["permissions"])
 	res = h.Do("PATCH", "/api/agents/00000000-0000-4000-8000-000000000000/permissions", map[string]any{"canCreateAgents": true})
 	require.Equal(t, http.StatusNotFound, res.Status, "%s", res.Body)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/keelhq/keel/extensions"
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/idem"
 	"github.com/keelhq/keel/sdk/migrate"
 )
 
@@ -40,7 +41,7 @@ type Costs struct {
 	pool  *pgxpool.Pool
 	sqlDB *sql.DB
 	log   hclog.Logger
-	mux   *http.ServeMux
+	mux   http.Handler
 	// spend serializes the spend recalculation and policy evaluation of each company.
 	spend *spendQueue
 	// agentCache remembers the company of agents that reported costs.
@@ -69,7 +70,7 @@ func (c *Costs) Configure(ctx context.Context, env *sdk.Env) error {
 		return err
 	}
 	c.pool, c.sqlDB = db.Pool, db.SQL
-	c.mux = table.Mux(c)
+	c.mux = idem.Wrap(db.Pool, table.Mux(c), idem.Options{Logger: c.log})
 	return nil
 }
 

@@ -96,7 +96,10 @@ func scanFinance(row pgx.Row) (*FinanceEvent, error) {
 
 // financeEventBody is the body of POST /api/companies/{companyId}/finance-events.
 type financeEventBody struct {
-	EventKind   string  `json:"eventKind" jsonschema:"required"`
+	// EventKind is the reference product's name for the kind; Kind is the spec's. Either is
+	// accepted; when both are given they must agree.
+	EventKind   string  `json:"eventKind"`
+	Kind        string  `json:"kind,omitempty"`
 	Biller      string  `json:"biller" jsonschema:"required"`
 	AmountCents *int64  `json:"amountCents" jsonschema:"required,minimum=0"`
 	OccurredAt  string  `json:"occurredAt" jsonschema:"required"`
@@ -136,6 +139,13 @@ func handleFinanceEventCreate(c *Costs, rw http.ResponseWriter, r *http.Request)
 	var p problems
 	f := &FinanceEvent{ID: uuid.NewString(), CompanyID: companyID, Direction: "debit", Currency: "USD"}
 	f.EventKind = strings.TrimSpace(b.EventKind)
+	kind := strings.TrimSpace(b.Kind)
+	switch {
+	case kind != "" && f.EventKind != "" && kind != f.EventKind:
+		p.add("kind", "must match eventKind when both are given")
+	case f.EventKind == "":
+		f.EventKind = kind
+	}
 	switch {
 	case f.EventKind == "":
 		p.add("eventKind", "is required")

@@ -89,6 +89,8 @@ func TestFinanceEvents(t *testing.T) {
 		}{
 			{"MissingKind", good(map[string]any{"eventKind": nil}), "eventKind"},
 			{"UnknownKind", good(map[string]any{"eventKind": "tip"}), "eventKind"},
+			{"UnknownSpecKind", good(map[string]any{"eventKind": nil, "kind": "tip"}), "eventKind"},
+			{"KindsDisagree", good(map[string]any{"kind": "credit_refund"}), "kind"},
 			{"BadDirection", good(map[string]any{"direction": "sideways"}), "direction"},
 			{"MissingBiller", good(map[string]any{"biller": ""}), "biller"},
 			{"MissingAmount", good(map[string]any{"amountCents": nil}), "amountCents"},
@@ -104,6 +106,19 @@ func TestFinanceEvents(t *testing.T) {
 		} {
 			requireValidation(t, h.Do("POST", "/api/companies/"+company+"/finance-events", tc.body), tc.path)
 		}
+		// The spec's field name kind is accepted beside the reference's eventKind, and
+		// unknown fields are ignored (posted to the other company so the sums above stay put).
+		spec := obj(t, do(t, h, http.StatusCreated, "POST", "/api/companies/"+other+"/finance-events",
+			map[string]any{"kind": "credit_purchase", "direction": "credit", "biller": "b", "amountCents": 7, "currency": "eur",
+				"estimated": true, "occurredAt": iso(now), "metadata": map[string]any{"po": "42"}, "bogus": 1}))
+		require.Equal(t, "credit_purchase", spec["eventKind"])
+		require.Equal(t, "credit", spec["direction"])
+		require.Equal(t, "EUR", spec["currency"])
+		require.Equal(t, true, spec["estimated"])
+		require.Equal(t, map[string]any{"po": "42"}, spec["metadataJson"])
+		both := obj(t, do(t, h, http.StatusCreated, "POST", "/api/companies/"+other+"/finance-events",
+			good(map[string]any{"kind": "platform_fee"})))
+		require.Equal(t, "platform_fee", both["eventKind"])
 		// Board only: an agent of the company is refused.
 		key := agentKey(t, h, agent)
 		do(t, h, http.StatusForbidden, "POST", "/api/companies/"+company+"/finance-events", good(nil), key...)

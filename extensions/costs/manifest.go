@@ -33,6 +33,7 @@ func manifest() *sdk.Manifest {
 			Description: "Cost events, spend reads, rolling window spend, finance events, budget policies, incidents and hard stops.",
 			Runtime:     sdk.Runtime{Kind: sdk.RuntimeProcess},
 			Kernel:      ">=0.1 <1.0",
+			Events:      []string{eventCompanyDeleted},
 			Capabilities: []string{sdk.CapActivity, sdk.CapPrincipals, sdk.CapCompanies, sdk.CapCalls,
 				sdk.CapJobs, sdk.CapDatabase},
 			Uses: []string{"agents.*", "work.*"},

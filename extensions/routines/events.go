@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/migrate"
 )
 
 // Run statuses follow their execution issues: the extension subscribes to issue.updated
@@ -30,7 +31,13 @@ type issueUpdatedEvent struct {
 }
 
 func (x *Routines) onEvent(ctx context.Context, ev *sdk.Event) error {
-	if ev.Type != "issue.updated" {
+	if ev.Type == "company.deleted" && ev.From("kernel") && ev.CompanyID != "" {
+		// A deleted company's routines, triggers, runs and revisions go with it.
+		_, err := migrate.PurgeCompany(ctx, x.pool, Schema, ev.CompanyID)
+		return err
+	}
+	// Only the work extension's own issue.updated counts, and only for its company's runs.
+	if ev.Type != "issue.updated" || !ev.From("work") || !isUUID(ev.CompanyID) {
 		return nil
 	}
 	var e issueUpdatedEvent
@@ -46,19 +53,19 @@ func (x *Routines) onEvent(ctx context.Context, ev *sdk.Event) error {
 	switch {
 	case to == "done":
 		sql = `UPDATE routine_runs SET status = 'completed', completed_at = clock_timestamp(), updated_at = clock_timestamp()
-			WHERE linked_issue_id = $1 AND status = 'issue_created' RETURNING ` + runCols
+			WHERE linked_issue_id = $1 AND company_id = $2 AND status = 'issue_created' RETURNING ` + runCols
 	case to == "cancelled":
 		sql = `UPDATE routine_runs SET status = 'failed', failure_reason = '` + reasonIssueCancelled + `',
 			completed_at = clock_timestamp(), updated_at = clock_timestamp()
-			WHERE linked_issue_id = $1 AND status = 'issue_created' RETURNING ` + runCols
+			WHERE linked_issue_id = $1 AND company_id = $2 AND status = 'issue_created' RETURNING ` + runCols
 	case strings.Contains(openIssueStatuses, to) && to != "":
 		sql = `UPDATE routine_runs SET status = 'issue_created', failure_reason = NULL, completed_at = NULL, updated_at = clock_timestamp()
-			WHERE linked_issue_id = $1 AND coalesced_into_run_id IS NULL AND (status = 'completed'
+			WHERE linked_issue_id = $1 AND company_id = $2 AND coalesced_into_run_id IS NULL AND (status = 'completed'
 			OR (status = 'failed' AND failure_reason = '` + reasonIssueCancelled + `')) RETURNING ` + runCols
 	default:
 		return nil
 	}
-	rows, err := x.pool.Query(ctx, sql, strings.ToLower(e.EntityID))
+	rows, err := x.pool.Query(ctx, sql, strings.ToLower(e.EntityID), ev.CompanyID)
 	if err != nil {
 		return fmt.Errorf("error syncing routine runs of issue %s: %w", e.EntityID, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -146,12 +147,20 @@ func (x *Routines) fireRoute(rw http.ResponseWriter, r *http.Request) {
 		x.writeErr(rw, invalid("Idempotency-Key", fmt.Sprintf("must be at most %d characters", maxIdempotencyKey)))
 		return
 	}
-	if key == "" && mode == signingHMACSHA256 {
-		// A timestamped signature identifies one delivery: a replay inside the window
-		// returns the run it fired instead of firing again.
+	if mode == signingHMACSHA256 {
+		// A timestamped signature identifies one delivery: the same request retried inside
+		// the window returns the run it fired; the captured request replayed with another
+		// idempotency key is refused.
 		sum := sha256.Sum256([]byte(strings.TrimSpace(r.Header.Get(headerServiceTimestamp)) + "." +
 			firstHeader(r.Header, headerServiceSignature, headerHubSignature)))
-		key = "webhook-hmac:" + hex.EncodeToString(sum[:])
+		digest := hex.EncodeToString(sum[:])
+		if key == "" {
+			key = "webhook-hmac:" + digest
+		}
+		if err := x.rememberDelivery(ctx, t.ID, digest, key, time.Duration(window)*time.Second); err != nil {
+			x.writeErr(rw, err)
+			return
+		}
 	}
 	if !json.Valid(body) && (bytes.IndexByte(body, 0) >= 0 || !utf8.Valid(body)) {
 		// Stored as {"rawBody": text}; PostgreSQL refuses a NUL in it.
@@ -207,4 +216,33 @@ func webhookPayload(body []byte) (json.RawMessage, map[string]json.RawMessage) {
 		}
 	}
 	return body, nil
+}
+
+// msgWebhookReplay refuses a timestamped delivery seen before under another idempotency key.
+const msgWebhookReplay = "Webhook delivery was already received"
+
+// rememberDelivery records a timestamped signature for the trigger's replay window. The
+// first request with the signature owns it; a later one inside the window passes only with
+// the same idempotency key (a retry, answered with the run already fired), otherwise it is a
+// replay: 409. Expired records are taken over, and now and then swept.
+func (x *Routines) rememberDelivery(ctx context.Context, triggerID, digest, key string, window time.Duration) error {
+	var owner string
+	err := x.pool.QueryRow(ctx, `INSERT INTO webhook_deliveries (trigger_id, digest, idempotency_key, expires_at)
+		VALUES ($1, $2, $3, now() + make_interval(secs => $4))
+		ON CONFLICT (trigger_id, digest) DO UPDATE SET
+			idempotency_key = CASE WHEN webhook_deliveries.expires_at < now() THEN EXCLUDED.idempotency_key ELSE webhook_deliveries.idempotency_key END,
+			expires_at = CASE WHEN webhook_deliveries.expires_at < now() THEN EXCLUDED.expires_at ELSE webhook_deliveries.expires_at END
+		RETURNING idempotency_key`, triggerID, digest, key, window.Seconds()).Scan(&owner)
+	if err != nil {
+		return fmt.Errorf("error recording webhook delivery: %w", err)
+	}
+	if owner != key {
+		return &sdk.Error{Status: http.StatusConflict, Message: msgWebhookReplay, Code: "webhook_replay"}
+	}
+	if rand.IntN(64) == 0 {
+		if _, err := x.pool.Exec(ctx, `DELETE FROM webhook_deliveries WHERE expires_at < now()`); err != nil {
+			x.log.Warn("error sweeping webhook deliveries", "error", err)
+		}
+	}
+	return nil
 }

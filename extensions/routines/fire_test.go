@@ -82,6 +82,19 @@ func TestWebhookFire(t *testing.T) {
 		again := h.Do("POST", w.path, body, hmacHeaders(w.secret, body, now)...)
 		require.Equal(t, http.StatusAccepted, again.Status, "%s", again.Body)
 		require.Equal(t, run["id"], again.Map(t)["id"])
+		// The captured delivery replayed inside the window under a new idempotency key is
+		// refused; nothing fires.
+		replay := h.Do("POST", w.path, body, append(hmacHeaders(w.secret, body, now), "Idempotency-Key", "attacker-1")...)
+		require.Equal(t, http.StatusConflict, replay.Status, "%s", replay.Body)
+		require.Equal(t, "webhook_replay", replay.Map(t)["code"])
+		// A delivery sent with its own key may be retried with that key.
+		keyed := hmacHeaders(w.secret, body, now-1)
+		first := h.Do("POST", w.path, body, append(keyed, "Idempotency-Key", "delivery-7")...)
+		require.Equal(t, http.StatusAccepted, first.Status, "%s", first.Body)
+		retry := h.Do("POST", w.path, body, append(keyed, "Idempotency-Key", "delivery-7")...)
+		require.Equal(t, http.StatusAccepted, retry.Status, "%s", retry.Body)
+		require.Equal(t, first.Map(t)["id"], retry.Map(t)["id"])
+		wantErr(t, h.Do("POST", w.path, body, keyed...), http.StatusConflict, "Webhook delivery was already received")
 		// Milliseconds are accepted too; the hub header may carry the signature.
 		ms := strconv.FormatInt(time.Now().UnixMilli(), 10)
 		res = h.Do("POST", w.path, body, "X-Hub-Signature-256", "sha256="+hexHMAC(w.secret, ms+"."+body), "X-Service-Timestamp", ms)

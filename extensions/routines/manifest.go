@@ -35,12 +35,12 @@ func manifest() *sdk.Manifest {
 				"or by hand, with concurrency, catch-up and activity-gate policies.",
 			Runtime: sdk.Runtime{Kind: sdk.RuntimeProcess},
 			Kernel:  ">=0.1 <1.0",
-			Capabilities: []string{sdk.CapActivity, sdk.CapAuthz, sdk.CapPrincipals, sdk.CapCalls, sdk.CapJobs,
+			Capabilities: []string{sdk.CapActivity, sdk.CapAuthz, sdk.CapPrincipals, sdk.CapCalls, sdk.CapSecrets, sdk.CapJobs,
 				sdk.CapEvents, sdk.CapDatabase},
 			Uses: []string{"work.*", "agents.get", "agents.runStatus", "secrets.createManaged", "secrets.rotateManaged",
 				"secrets.deleteManaged", "secrets.resolve"},
 			// Execution issues finishing move their runs to completed or failed.
-			Events: []string{"issue.updated"},
+			Events: []string{"issue.updated", "company.deleted"},
 			ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,
 				"properties":{"scheduler":{"type":"string","enum":["on","off"]}}}`),
 		})

@@ -22,6 +22,7 @@ import (
 
 	"github.com/keelhq/keel/extensions"
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/idem"
 	"github.com/keelhq/keel/sdk/migrate"
 )
 
@@ -53,7 +54,7 @@ type Routines struct {
 	pool    *pgxpool.Pool
 	sqlDB   *sql.DB
 	log     hclog.Logger
-	mux     *http.ServeMux
+	mux     http.Handler
 	apiBase string
 	cfg     Config
 	secrets *secretCache
@@ -92,7 +93,9 @@ func (x *Routines) Configure(ctx context.Context, env *sdk.Env) error {
 		return err
 	}
 	x.pool, x.sqlDB = db.Pool, db.SQL
-	x.mux = table.Mux(x)
+	x.mux = idem.Wrap(db.Pool, table.Mux(x), idem.Options{Logger: x.log,
+		Skip: []string{"POST /api/routines/{routineId}/triggers", "POST /api/routine-triggers/{triggerId}/rotate-secret",
+			"POST /api/routine-triggers/public/{publicId}/fire"}})
 	return nil
 }
 

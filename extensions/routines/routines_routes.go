@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/idem"
 )
 
 // RoutineCreateBody is the body of POST /api/companies/{companyId}/routines.
@@ -319,6 +320,9 @@ func (x *Routines) insertRoutine(ctx context.Context, actor *sdk.Actor, insert f
 	}
 	rt, _, err = writeRevision(ctx, tx, rt.ID, actor, summaryCreated, nil)
 	if err != nil {
+		return nil, err
+	}
+	if err := idem.Record(ctx, tx, http.StatusCreated, "/api/routines/"+rt.ID); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -98,7 +98,6 @@ func TestRoutineCRUD(t *testing.T) {
 			{"bad variable name", map[string]any{"title": "x", "variables": []map[string]any{{"name": "9lives"}}}, "variables.0.name"},
 			{"bad default", map[string]any{"title": "x", "variables": []map[string]any{{"name": "n", "type": "number", "defaultValue": "many"}}},
 				"variables.0.defaultValue"},
-			{"unknown field", map[string]any{"title": "x", "color": "red"}, "color"},
 			{"bad project id", map[string]any{"title": "x", "projectId": "nope"}, "projectId"},
 		}
 		for _, tc := range cases {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/keelhq/keel/sdk"
 )
@@ -39,9 +38,9 @@ func (s *Secrets) writeErr(rw http.ResponseWriter, err error) {
 	sdk.WriteErr(rw, err)
 }
 
-// decodeBody strictly decodes a JSON body into v (unknown fields and bad types are a 400
-// Validation error naming the field). An empty body decodes as {}. Decoding errors never
-// quote the body, which may hold a value.
+// decodeBody decodes a JSON body into v, ignoring unknown fields as the reference product
+// does (bad types are a 400 Validation error naming the field). An empty body decodes as {}.
+// Decoding errors never quote the body, which may hold a value.
 func decodeBody(r *http.Request, v any) error {
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(r.Body); err != nil {
@@ -52,14 +51,11 @@ func decodeBody(r *http.Request, v any) error {
 		body = []byte("{}")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &typeErr):
 			return invalid(typeErr.Field, "expected "+typeErr.Type.String())
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return invalid(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "unknown field")
 		default:
 			return invalid("", "malformed JSON")
 		}

@@ -57,13 +57,13 @@ func init() {
 	addMethods(map[string]method{
 		"createManaged": {Description: "Create a company secret for the calling extension's own use. Input {companyId, name, description?, " +
 			"value? (32 random bytes as hex when empty)}; output {secretId, version, value}. Resolve it later with secrets.resolve.",
-			Call: (*Secrets).callCreateManaged},
+			Call: (*Secrets).callCreateManaged, Requires: needsSecrets},
 		"rotateManaged": {Description: "Store a new version of a managed secret and revoke every earlier version at once. " +
 			"Input {companyId, secretId, value? (generated when empty)}; output {secretId, version, value}.",
-			Call: (*Secrets).callRotateManaged},
+			Call: (*Secrets).callRotateManaged, Requires: needsSecrets},
 		"deleteManaged": {Description: "Delete a managed secret: status deleted, versions destroyed, bindings removed. " +
 			"Input {companyId, secretId}; output {secretId, deleted}.",
-			Call: (*Secrets).callDeleteManaged},
+			Call: (*Secrets).callDeleteManaged, Requires: needsSecrets},
 	})
 }
 

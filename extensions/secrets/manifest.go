@@ -32,6 +32,7 @@ func manifest() *sdk.Manifest {
 			Description:  "Company secrets with versions and rotation, encrypted at rest, granted to agents, resolved at run time and audited.",
 			Runtime:      sdk.Runtime{Kind: sdk.RuntimeProcess},
 			Kernel:       ">=0.1 <1.0",
+			Events:       []string{eventCompanyDeleted},
 			Capabilities: []string{sdk.CapActivity, sdk.CapAuthz, sdk.CapPrincipals, sdk.CapDatabase},
 		})
 	})

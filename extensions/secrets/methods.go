@@ -56,6 +56,17 @@ type ResolveEnvOutput struct {
 // GrantedInput is the input of secrets.grantedForAgent.
 type GrantedInput struct {
 	AgentID string `json:"agentId"`
+	// ConfigRefs are the secret_ref bindings of the agent's adapterConfig.env, sent by the
+	// agents extension (which owns the config): each is a granted secret too, as in the
+	// reference product.
+	ConfigRefs []ConfigSecretRef `json:"configRefs,omitempty"`
+}
+
+// ConfigSecretRef is one {type:"secret_ref", secretId, version?} binding of an agent's
+// adapterConfig.env.
+type ConfigSecretRef struct {
+	SecretID string          `json:"secretId"`
+	Version  json.RawMessage `json:"version,omitempty"`
 }
 
 // GrantedSecret is one granted-secret entry (internal ids and config path stripped).
@@ -80,6 +91,8 @@ type ValueForAgentInput struct {
 	AgentID string `json:"agentId"`
 	Key     string `json:"key"`
 	RunID   string `json:"runId"`
+	// ConfigRefs are the agent's adapterConfig.env secret refs (see GrantedInput).
+	ConfigRefs []ConfigSecretRef `json:"configRefs,omitempty"`
 	// LowTrust marks a low-trust token (skill-test runs, low-trust review agents): refused.
 	LowTrust bool `json:"lowTrust"`
 }
@@ -97,16 +110,20 @@ const (
 	msgLowTrust   = "Low-trust tokens cannot read secret values"
 )
 
+// needsSecrets is what every secrets method requires of its caller: the secrets capability,
+// declared in the caller's manifest, as well as a use of the method.
+var needsSecrets = []string{sdk.CapSecrets}
+
 func init() {
 	addMethods(map[string]method{
 		"resolve": {Description: "Resolve a version (0 = latest) of a company secret to its value; audited with the requester. " +
-			"Input {companyId, secretId, version, requester}; output {value, version}.", Call: (*Secrets).callResolve},
+			"Input {companyId, secretId, version, requester}; output {value, version}.", Call: (*Secrets).callResolve, Requires: needsSecrets},
 		"resolveEnv": {Description: "Resolve an adapter env map (plain strings, {type:plain,value}, {type:secret_ref,secretId,version?}) " +
-			"to plain values for a consumer {type: agent|run, id}; output {env}.", Call: (*Secrets).callResolveEnv},
+			"to plain values for a consumer {type: agent|run, id}; output {env}.", Call: (*Secrets).callResolveEnv, Requires: needsSecrets},
 		"grantedForAgent": {Description: "List the secrets granted to an agent. Input {agentId}; output {secrets: [granted-secret entries]}.",
-			Call: (*Secrets).callGrantedForAgent},
+			Call: (*Secrets).callGrantedForAgent, Requires: needsSecrets},
 		"valueForAgent": {Description: "Read the value of a secret granted to an agent by its key. Input {agentId, key, runId, lowTrust}; " +
-			"output {key, value, version}.", Call: (*Secrets).callValueForAgent},
+			"output {key, value, version}.", Call: (*Secrets).callValueForAgent, Requires: needsSecrets},
 	})
 }
 
@@ -292,8 +309,10 @@ type grantRow struct {
 }
 
 // grantsForAgent lists the non-deleted secrets bound to an agent, one per secret (its
-// oldest binding wins), ordered by key. key, when set, narrows to one alias.
-func (s *Secrets) grantsForAgent(ctx context.Context, companyID, agentID, key string) ([]grantRow, error) {
+// oldest binding wins), ordered by key: explicit bindings, then the secret refs of the
+// agent's adapterConfig.env (delivery env, their version selector). key, when set, narrows to
+// one alias.
+func (s *Secrets) grantsForAgent(ctx context.Context, companyID, agentID, key string, configRefs []ConfigSecretRef) ([]grantRow, error) {
 	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (s.id) s.id, s.status, s.key, s.name, s.description, b.delivery,
 		b.projection_class, s.latest_version, b.version_selector
 		FROM company_secret_bindings b JOIN company_secrets s ON s.id = b.secret_id
@@ -322,7 +341,60 @@ func (s *Secrets) grantsForAgent(ctx context.Context, companyID, agentID, key st
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("error listing secrets granted to agent: %w", err)
 	}
+	configGrants, err := s.configGrants(ctx, companyID, key, configRefs, out)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, configGrants...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// configGrants turns the secret refs of an agent's adapterConfig.env into grants: each
+// non-deleted secret of the company, once, unless an explicit binding already grants it.
+// Refs that name no secret of the company grant nothing.
+func (s *Secrets) configGrants(ctx context.Context, companyID, key string, refs []ConfigSecretRef, bound []grantRow) ([]grantRow, error) {
+	seen := map[string]bool{}
+	for _, g := range bound {
+		seen[g.secretID] = true
+	}
+	selectors := map[string]versionSelector{}
+	var ids []string
+	for _, ref := range refs {
+		sel, ok := parseSelector(ref.Version)
+		if !ok || !isUUID(ref.SecretID) || seen[ref.SecretID] {
+			continue
+		}
+		if _, dup := selectors[ref.SecretID]; !dup {
+			ids = append(ids, ref.SecretID)
+			selectors[ref.SecretID] = sel
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, status, key, name, description, latest_version FROM company_secrets
+		WHERE company_id = $1 AND id = ANY($2::uuid[]) AND deleted_at IS NULL AND ($3 = '' OR key = $3)`, companyID, ids, key)
+	if err != nil {
+		return nil, fmt.Errorf("error listing secrets of agent config: %w", err)
+	}
+	defer rows.Close()
+	var out []grantRow
+	for rows.Next() {
+		g := grantRow{GrantedSecret: GrantedSecret{Delivery: "env", ProjectionClass: "unclassified"}}
+		if err := rows.Scan(&g.secretID, &g.status, &g.Key, &g.Name, &g.Description, &g.LatestVersion); err != nil {
+			return nil, fmt.Errorf("error reading secret of agent config: %w", err)
+		}
+		g.VersionSelector = selectors[g.secretID]
+		g.ResolvedVersion = g.LatestVersion
+		if n := g.VersionSelector.number(); n > 0 {
+			g.ResolvedVersion = n
+		}
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("error listing secrets of agent config: %w", err)
+	}
 	return out, nil
 }
 
@@ -335,7 +407,7 @@ func (s *Secrets) callGrantedForAgent(ctx context.Context, call *sdk.MethodCall)
 	if err != nil {
 		return nil, err
 	}
-	grants, err := s.grantsForAgent(ctx, companyID, in.AgentID, "")
+	grants, err := s.grantsForAgent(ctx, companyID, in.AgentID, "", in.ConfigRefs)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +433,7 @@ func (s *Secrets) callValueForAgent(ctx context.Context, call *sdk.MethodCall) (
 		consumerID: in.AgentID, requester: call.Caller, runID: in.RunID, secretKey: in.Key, outcome: "success"}
 	var grants []grantRow
 	if in.Key != "" {
-		if grants, err = s.grantsForAgent(ctx, companyID, in.AgentID, in.Key); err != nil {
+		if grants, err = s.grantsForAgent(ctx, companyID, in.AgentID, in.Key, in.ConfigRefs); err != nil {
 			return nil, err
 		}
 	}

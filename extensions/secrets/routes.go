@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/idem"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
 
@@ -62,7 +63,7 @@ func init() {
 	addRoutes(
 		route{Method: "GET", Path: "/api/companies/{companyId}/secrets", Access: sdk.AccessBoard, CompanyFromPath: true,
 			Summary: "List a company's secrets (never their values)", Handle: (*Secrets).list},
-		route{Method: "POST", Path: "/api/companies/{companyId}/secrets", Access: sdk.AccessBoard, CompanyFromPath: true,
+		route{Method: "POST", Path: "/api/companies/{companyId}/secrets", Access: sdk.AccessBoard, CompanyFromPath: true, Permission: permManageSecrets,
 			Summary: "Create a company secret; the value is stored encrypted and never returned", Body: SecretCreateBody{}, Handle: (*Secrets).create},
 		route{Method: "GET", Path: "/api/secrets/{id}", Access: sdk.AccessBoard,
 			Summary: "Read a secret's record (never its value)", Handle: (*Secrets).get},
@@ -130,8 +131,18 @@ func (s *Secrets) loadSecret(r *http.Request) (*Secret, error) {
 	if err := requireCompanyAccess(r.Context(), sec.CompanyID); err != nil {
 		return nil, err
 	}
+	if sdk.IsWriteRequest(r.Context()) {
+		if err := s.host.RequirePermission(r.Context(), sec.CompanyID, permManageSecrets); err != nil {
+			return nil, err
+		}
+	}
 	return sec, nil
 }
+
+// permManageSecrets is the key a board user needs to create, change, rotate, bind or delete
+// secrets: owners and admins hold it, operators and viewers do not. Secrets are
+// configuration of the company's agents.
+const permManageSecrets = "agents:configure"
 
 func (s *Secrets) list(rw http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
@@ -248,6 +259,9 @@ func (s *Secrets) insertSecret(ctx context.Context, companyID string, body *Secr
 	}
 	sec, err := getSecret(ctx, tx, id, false)
 	if err != nil {
+		return nil, err
+	}
+	if err := idem.Record(ctx, tx, http.StatusCreated, "/api/secrets/"+id); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {

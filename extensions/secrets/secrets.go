@@ -19,6 +19,7 @@ import (
 
 	"github.com/keelhq/keel/extensions"
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/idem"
 	"github.com/keelhq/keel/sdk/migrate"
 )
 
@@ -40,7 +41,7 @@ type Secrets struct {
 	sqlDB  *sql.DB
 	log    hclog.Logger
 	sealer *sealer
-	mux    *http.ServeMux
+	mux    http.Handler
 }
 
 // New returns an unconfigured Secrets.
@@ -69,7 +70,7 @@ func (s *Secrets) Configure(ctx context.Context, env *sdk.Env) error {
 		return err
 	}
 	s.pool, s.sqlDB = db.Pool, db.SQL
-	s.mux = table.Mux(s)
+	s.mux = idem.Wrap(db.Pool, table.Mux(s), idem.Options{Logger: s.log})
 	return nil
 }
 

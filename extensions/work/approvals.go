@@ -415,6 +415,12 @@ func approvalDecisionHandler(status string) func(w *Work, rw http.ResponseWriter
 			w.writeErr(rw, err)
 			return
 		}
+		// Deciding approvals (hires, budget overrides) is for those who may manage agents:
+		// owners and admins, not operators.
+		if err := w.host.RequirePermission(ctx, cur.CompanyID, "agents:create"); err != nil {
+			w.writeErr(rw, err)
+			return
+		}
 		var body approvalDecisionBody
 		if err := decodeBody(r, &body); err != nil {
 			w.writeErr(rw, err)

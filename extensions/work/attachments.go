@@ -203,6 +203,20 @@ func (w *Work) attachmentPath(a *Attachment) (string, error) {
 	return filepath.Join(w.dataDir, rel), nil
 }
 
+// removeAttachmentFiles removes the files of deleted attachments; a failure is logged, the
+// rows being gone already.
+func (w *Work) removeAttachmentFiles(storagePaths []string) {
+	for _, sp := range storagePaths {
+		rel := filepath.FromSlash(sp)
+		if !filepath.IsLocal(rel) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(w.dataDir, rel)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			w.log.Warn("error removing an attachment file", "path", sp, "error", err)
+		}
+	}
+}
+
 // attachmentByID loads an attachment the caller's company may see: 404 "Attachment not
 // found" when missing, 403 for another company's.
 func (w *Work) attachmentByID(ctx context.Context, db bun.IDB, id string) (*Attachment, error) {

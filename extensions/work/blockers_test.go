@@ -43,7 +43,7 @@ func TestIssueBlockers(t *testing.T) {
 
 		// b1 done resolves; b2 cancelled stays unresolved.
 		for _, st := range []string{"in_progress", "done"} {
-			require.Equal(t, http.StatusOK, issPatch(t, h, b1["id"].(string), map[string]any{"status": st}).Status)
+			require.Equal(t, http.StatusOK, issPatch(t, h, b1["id"].(string), map[string]any{"status": st, "assigneeUserId": "user-7"}).Status)
 		}
 		require.Equal(t, http.StatusOK, issPatch(t, h, b2["id"].(string), map[string]any{"status": "cancelled"}).Status)
 		d = diag(t, id)
@@ -71,7 +71,7 @@ func TestIssueBlockers(t *testing.T) {
 		// Without an agents extension the wake is dropped; completing the blocker must still succeed.
 		b := issCreate(t, h, company, map[string]any{"title": "Last blocker", "status": "todo"})
 		issCreate(t, h, company, map[string]any{"title": "Ready soon", "assigneeAgentId": worker.ID, "blockedByIssueIds": []string{b["id"].(string)}})
-		require.Equal(t, http.StatusOK, issPatch(t, h, b["id"].(string), map[string]any{"status": "in_progress"}).Status)
+		require.Equal(t, http.StatusOK, issPatch(t, h, b["id"].(string), map[string]any{"status": "in_progress", "assigneeUserId": "user-7"}).Status)
 		require.Equal(t, http.StatusOK, issPatch(t, h, b["id"].(string), map[string]any{"status": "done"}).Status)
 	})
 

@@ -81,8 +81,6 @@ func TestIssueCheckout(t *testing.T) {
 		issWantValidation(t, issCheckout(h, id, alice.ID, []string{}, alice.As("run-x")...), "expectedStatuses")
 		issWantValidation(t, issCheckout(h, id, alice.ID, []string{"open"}, alice.As("run-x")...), "expectedStatuses.0")
 		issWantValidation(t, issCheckout(h, id, "alice", todo, alice.As("run-x")...), "agentId")
-		issWantValidation(t, h.Do("POST", "/api/issues/"+id+"/checkout", map[string]any{"agentId": alice.ID, "expectedStatuses": todo, "runId": "r"},
-			alice.As("run-x")...), "runId")
 		issWantErr(t, issCheckout(h, id, outsider.ID, todo, "X-Service-Run-Id", "run-b"), http.StatusUnprocessableEntity, "Agent not found in company")
 		issWantErr(t, issCheckout(h, uuid.NewString(), alice.ID, todo, alice.As("run-x")...), http.StatusNotFound, "Issue not found")
 		res := issCheckout(h, id, outsider.ID, todo, outsider.As("run-o")...)

@@ -16,6 +16,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/idem"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
 
@@ -69,6 +70,9 @@ type CommentInsertParams struct {
 	Presentation json.RawMessage
 	// Metadata is an optional JSON object ({version: 1, sections: […]}).
 	Metadata json.RawMessage
+	// Idempotent records the request's Idempotency-Key with the comment as the answer, in
+	// the insert's transaction (the comment create route).
+	Idempotent bool
 }
 
 // Comment is a row of ext_work.issue_comments and its API shape.
@@ -166,17 +170,22 @@ func (w *Work) commentInsert(ctx context.Context, p *CommentInsertParams) (*Comm
 	authorType := by.Type
 	if p.AuthorType != "" {
 		allowed := map[string][]string{
-			AuthorTypeAgent:  {AuthorTypeAgent, AuthorTypeSystem},
+			AuthorTypeAgent:  {AuthorTypeAgent},
 			AuthorTypeUser:   {AuthorTypeUser, AuthorTypeSystem},
 			AuthorTypeSystem: {AuthorTypeSystem},
 		}[by.Type]
 		switch {
 		case p.AuthorType != AuthorTypeUser && p.AuthorType != AuthorTypeAgent && p.AuthorType != AuthorTypeSystem:
 			return nil, invalid("authorType", "must be one of user, agent, system")
+		case by.Type == AuthorTypeAgent && p.AuthorType == AuthorTypeSystem:
+			return nil, forbidden("Only the board can write system comments")
 		case !containsString(allowed, p.AuthorType):
 			return nil, invalid("authorType", fmt.Sprintf("a %s caller cannot write as %s", by.Type, p.AuthorType))
 		}
 		authorType = p.AuthorType
+	}
+	if p.OnBehalfOfUserID != "" && by.Type == AuthorTypeAgent {
+		return nil, forbidden("Only the board can write a comment on behalf of a user")
 	}
 	if len(p.OnBehalfOfUserID) > commentUserIDMaxLen {
 		return nil, invalid("onBehalfOfUserId", fmt.Sprintf("must be at most %d characters", commentUserIDMaxLen))
@@ -205,7 +214,17 @@ func (w *Work) commentInsert(ctx context.Context, p *CommentInsertParams) (*Comm
 		AuthorType: authorType, CreatedByRunID: by.RunID, Body: p.Body, Presentation: presentation, Metadata: metadata,
 		CreatedAt: now, UpdatedAt: now,
 	}
-	if _, err := w.db.NewInsert().Model(c).Exec(ctx); err != nil {
+	if p.Idempotent && idem.Keyed(ctx) {
+		err = w.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			if _, err := tx.NewInsert().Model(c).Exec(ctx); err != nil {
+				return err
+			}
+			return idem.RecordJSON(ctx, tx, http.StatusCreated, c)
+		})
+	} else {
+		_, err = w.db.NewInsert().Model(c).Exec(ctx)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("error inserting comment on issue %s: %w", p.Issue.ID, err)
 	}
 	if err := w.activity(ctx, c.CompanyID, "issue.comment.created", "issue", c.IssueID, map[string]any{"commentId": c.ID}); err != nil {
@@ -494,7 +513,7 @@ func handleCommentCreate(w *Work, rw http.ResponseWriter, r *http.Request) {
 	}
 	c, err := w.commentInsert(ctx, &CommentInsertParams{
 		Issue: iss, Body: *body.Body, AuthorType: body.AuthorType, OnBehalfOfUserID: body.OnBehalfOfUserID,
-		Presentation: body.Presentation, Metadata: body.Metadata,
+		Presentation: body.Presentation, Metadata: body.Metadata, Idempotent: true,
 	})
 	if err != nil {
 		w.writeErr(rw, err)

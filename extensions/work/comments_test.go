@@ -152,7 +152,7 @@ func TestComments(t *testing.T) {
 		iss := newAreaIssue(t, h, companyID, "")
 		runID := uuid.NewString()
 		res := postComment(t, iss.Identifier, map[string]any{
-			"body": "status update", "onBehalfOfUserId": "user-7", "authorType": "agent",
+			"body": "status update", "authorType": "agent",
 			"presentation": map[string]any{"kind": "system_notice", "tone": "info"}, "metadata": map[string]any{"version": 1, "sections": []any{}},
 		}, reviewer.As(runID)...)
 		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
@@ -161,9 +161,21 @@ func TestComments(t *testing.T) {
 		require.Equal(t, reviewer.ID, c["authorAgentId"])
 		require.Nil(t, c["authorUserId"])
 		require.Equal(t, runID, c["createdByRunId"])
-		require.Equal(t, "user-7", c["onBehalfOfUserId"])
+		require.Nil(t, c["onBehalfOfUserId"])
 		require.Equal(t, "system_notice", c["presentation"].(map[string]any)["kind"])
 		require.EqualValues(t, 1, c["metadata"].(map[string]any)["version"])
+	})
+
+	t.Run("OnlyTheBoardWritesAsSystemOrForAUser", func(t *testing.T) {
+		iss := newAreaIssue(t, h, companyID, "")
+		runID := uuid.NewString()
+		requireError(t, postComment(t, iss.ID, map[string]any{"body": "I am the system now", "authorType": "system"}, reviewer.As(runID)...),
+			http.StatusForbidden, "Only the board can write system comments")
+		requireError(t, postComment(t, iss.ID, map[string]any{"body": "the CEO says ship it", "onBehalfOfUserId": "user-7"}, reviewer.As(runID)...),
+			http.StatusForbidden, "Only the board can write a comment on behalf of a user")
+		res := postComment(t, iss.ID, map[string]any{"body": "relayed", "onBehalfOfUserId": "user-7"})
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		require.Equal(t, "user-7", res.Map(t)["onBehalfOfUserId"])
 	})
 
 	t.Run("Validation", func(t *testing.T) {
@@ -172,7 +184,7 @@ func TestComments(t *testing.T) {
 		requireValidation(t, postComment(t, iss.ID, map[string]any{"body": nil}), "body")
 		requireValidation(t, postComment(t, iss.ID, map[string]any{"body": "   "}), "body")
 		requireValidation(t, postComment(t, iss.ID, map[string]any{"body": strings.Repeat("x", work.CommentBodyMaxLen+1)}), "body")
-		requireValidation(t, postComment(t, iss.ID, map[string]any{"body": "x", "bogus": 1}), "bogus")
+		require.Equal(t, http.StatusCreated, postComment(t, iss.ID, map[string]any{"body": "unknown fields are ignored", "bogus": 1}).Status)
 		requireValidation(t, postComment(t, iss.ID, map[string]any{"body": 5}), "body")
 		requireValidation(t, postComment(t, iss.ID, map[string]any{"body": "x", "authorType": "robot"}), "authorType")
 		requireValidation(t, postComment(t, iss.ID, map[string]any{"body": "x", "authorType": "agent"}), "authorType")

@@ -170,7 +170,6 @@ func TestDocuments(t *testing.T) {
 		requireValidation(t, h.Do("PUT", base+"ok", map[string]any{"body": "x", "format": "html"}), "format")
 		requireValidation(t, h.Do("PUT", base+"ok", map[string]any{"body": "x", "changeSummary": strings.Repeat("s", work.DocumentChangeSummaryMaxLen+1)}), "changeSummary")
 		requireValidation(t, h.Do("PUT", base+"ok", map[string]any{"body": "x", "baseRevisionId": "v1"}), "baseRevisionId")
-		requireValidation(t, h.Do("PUT", base+"ok", map[string]any{"body": "x", "extra": true}), "extra")
 
 		key := strings.Repeat("k", work.DocumentKeyMaxLen)
 		putDocument(t, h, iss.ID, key, map[string]any{"body": strings.Repeat("x", work.DocumentBodyMaxBytes),

@@ -13,6 +13,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/idem"
 )
 
 // Goal levels and statuses (REFERENCE 2.4).
@@ -247,7 +248,7 @@ func handleGoalCreate(w *Work, rw http.ResponseWriter, r *http.Request) {
 		if _, err := tx.NewInsert().Model(g).Returning("*").Exec(ctx); err != nil {
 			return fmt.Errorf("error inserting goal: %w", err)
 		}
-		return nil
+		return idem.Record(ctx, tx, http.StatusCreated, "/api/goals/"+g.ID)
 	})
 	if err != nil {
 		w.writeErr(rw, err)

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/idem"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
 
@@ -293,10 +294,12 @@ func (w *Work) issueDeleteRoute(rw http.ResponseWriter, r *http.Request) {
 		w.writeErr(rw, err)
 		return
 	}
-	if err := st.IssueDelete(ctx, &IssueDeleteParams{ID: iss.ID}); err != nil {
+	deleted, err := st.IssueDelete(ctx, &IssueDeleteParams{ID: iss.ID})
+	if err != nil {
 		w.writeErr(rw, err)
 		return
 	}
+	w.removeAttachmentFiles(deleted.AttachmentPaths)
 	w.activityOrLog(ctx, iss.CompanyID, "issue.deleted", "issue", iss.ID, map[string]any{"identifier": iss.Identifier, "title": iss.Title})
 	w.wakeUnblocked(ctx, iss, ready)
 	sdk.WriteJSON(rw, http.StatusOK, iss)
@@ -655,7 +658,7 @@ func (w *Work) issueCreate(ctx context.Context, companyID string, body *IssueCre
 				return err
 			}
 		}
-		return nil
+		return idem.Record(ctx, tx, http.StatusCreated, "/api/issues/"+iss.ID)
 	})
 	if err != nil {
 		if body.IdempotencyKey != nil && issueUniqueViolation(err, "issues_idempotency_key") {
@@ -793,7 +796,6 @@ func unblockDescriptorCheck(raw json.RawMessage) string {
 		Action *string         `json:"action"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ud); err != nil {
 		return "must be {owner, action}"
 	}
@@ -811,9 +813,7 @@ func unblockDescriptorCheck(raw json.RawMessage) string {
 		AgentID *string `json:"agentId"`
 		UserID  *string `json:"userId"`
 	}
-	dec = json.NewDecoder(bytes.NewReader(ud.Owner))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&o); err != nil || (o.AgentID == nil) == (o.UserID == nil) {
+	if err := json.Unmarshal(ud.Owner, &o); err != nil || (o.AgentID == nil) == (o.UserID == nil) {
 		return `owner must be "board", {agentId} or {userId}`
 	}
 	if o.AgentID != nil && !isUUID(*o.AgentID) {
@@ -1232,9 +1232,16 @@ func (w *Work) issueUpdate(ctx context.Context, seen *Issue, b *IssuePatchBody) 
 			}
 		}
 		// Status.
-		if b.Status.Set && b.Status.Value != cur.Status {
+		statusMoved := b.Status.Set && b.Status.Value != cur.Status
+		if statusMoved {
 			if err := issueTransitionCheck(cur.Status, b.Status.Value); err != nil {
 				return err
+			}
+			if b.Status.Value == StatusInProgress {
+				if err := issueTargetCheck(StatusInProgress, issueTargetState{
+					HasAssignee: next.AssigneeAgentID != nil || next.AssigneeUserID != nil}); err != nil {
+					return err
+				}
 			}
 			issueStatusStamps(&next, b.Status.Value, time.Now().UTC())
 			set("status", "status", cur.Status, next.Status)
@@ -1315,6 +1322,27 @@ func (w *Work) issueUpdate(ctx context.Context, seen *Issue, b *IssuePatchBody) 
 					}
 				}
 				changes["blockedByIssueIds"] = IssueChange{From: old, To: blockerIDs}
+			}
+		}
+		if statusMoved && next.Status == StatusBlocked {
+			// Checked last: the patch may add the blockers or the descriptor it needs.
+			st := issueTargetState{HasUnblockDescriptor: len(next.UnblockDescriptor) > 0 && string(next.UnblockDescriptor) != "null"}
+			if !st.HasUnblockDescriptor {
+				unresolved, err := ts.IssueUnresolvedBlockers(ctx, &IssueUnresolvedBlockersParams{IssueID: cur.ID})
+				if err != nil {
+					return err
+				}
+				st.HasUnresolvedBlockers = len(unresolved) > 0
+			}
+			if !st.HasUnblockDescriptor && !st.HasUnresolvedBlockers {
+				pending, err := ts.IssuePendingApprovalExists(ctx, &IssuePendingApprovalExistsParams{IssueID: cur.ID})
+				if err != nil {
+					return err
+				}
+				st.HasPendingApproval = pending
+			}
+			if err := issueTargetCheck(StatusBlocked, st); err != nil {
+				return err
 			}
 		}
 		after = &next

@@ -68,9 +68,10 @@ func issuesMethodContext(ctx context.Context, call *sdk.MethodCall) context.Cont
 	return sdk.WithRequestInfo(ctx, actor, call.CompanyID, "", nil)
 }
 
-// issuesMethodDecode strictly decodes a method input (unknown fields are a 400 Validation error).
+// issuesMethodDecode strictly decodes a method input (unknown fields are a 400 Validation
+// error): method inputs are an internal contract between extensions, unlike request bodies.
 func issuesMethodDecode(call *sdk.MethodCall, v any) error {
-	return decodeBody(&http.Request{Body: io.NopCloser(bytes.NewReader(call.Input))}, v)
+	return sdk.DecodeJSONStrict(&http.Request{Body: io.NopCloser(bytes.NewReader(call.Input))}, v)
 }
 
 // issuesMethodCompany returns the call's company, which the caller must be able to reach.

@@ -327,13 +327,43 @@ func (s *issueStore) IssueCount(ctx context.Context, p *IssueCountParams) (int, 
 // IssueDeleteParams names the issue to delete.
 type IssueDeleteParams struct{ ID string }
 
-// IssueDelete deletes an issue; children keep existing with parent_id set null, labels,
-// blocker edges and marks go with it (foreign keys).
-func (s *issueStore) IssueDelete(ctx context.Context, p *IssueDeleteParams) error {
-	if _, err := s.db.NewDelete().Model((*Issue)(nil)).Where("id = ?", p.ID).Exec(ctx); err != nil {
-		return fmt.Errorf("error deleting issue %s: %w", p.ID, err)
+// IssueDeleted is what an issue delete left for the caller to clear outside the database:
+// the stored paths of its attachments' files.
+type IssueDeleted struct {
+	AttachmentPaths []string
+}
+
+// IssueDelete deletes an issue with everything it owns, in one transaction: its documents
+// and their revisions (which a document key links to exactly one issue), and through
+// foreign keys its comments, attachments, work products, labels, blocker edges and marks.
+// Children keep existing with parent_id set null. The attachment files are the caller's to
+// remove once this returns.
+func (s *issueStore) IssueDelete(ctx context.Context, p *IssueDeleteParams) (*IssueDeleted, error) {
+	out := &IssueDeleted{}
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := tx.NewSelect().Table("issue_attachments").Column("storage_path").Where("issue_id = ?", p.ID).
+			Scan(ctx, &out.AttachmentPaths); err != nil {
+			return err
+		}
+		var docIDs []string
+		if err := tx.NewSelect().Table("issue_documents").Column("document_id").Where("issue_id = ?", p.ID).
+			Scan(ctx, &docIDs); err != nil {
+			return err
+		}
+		if _, err := tx.NewDelete().Model((*Issue)(nil)).Where("id = ?", p.ID).Exec(ctx); err != nil {
+			return err
+		}
+		if len(docIDs) > 0 {
+			if _, err := tx.NewDelete().Table("documents").Where("id IN (?)", bun.In(docIDs)).Exec(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error deleting issue %s: %w", p.ID, err)
 	}
-	return nil
+	return out, nil
 }
 
 // IssueDependentsReadyParams names a blocker whose blocked issues are examined.
@@ -876,6 +906,21 @@ func (s *issueStore) IssueUnresolvedBlockers(ctx context.Context, p *IssueUnreso
 		return nil, fmt.Errorf("error reading unresolved blockers of issue %s: %w", p.IssueID, err)
 	}
 	return ids, nil
+}
+
+// IssuePendingApprovalExistsParams names an issue.
+type IssuePendingApprovalExistsParams struct{ IssueID string }
+
+// IssuePendingApprovalExists reports whether an approval linked to the issue still waits for
+// a decision (pending or revision_requested).
+func (s *issueStore) IssuePendingApprovalExists(ctx context.Context, p *IssuePendingApprovalExistsParams) (bool, error) {
+	var ok bool
+	err := s.db.NewRaw(`SELECT EXISTS (SELECT 1 FROM issue_approvals ia JOIN approvals a ON a.id = ia.approval_id
+		WHERE ia.issue_id = ? AND a.status IN ('pending', 'revision_requested'))`, p.IssueID).Scan(ctx, &ok)
+	if err != nil {
+		return false, fmt.Errorf("error reading pending approvals of issue %s: %w", p.IssueID, err)
+	}
+	return ok, nil
 }
 
 // IssueUpdateParams writes the named columns of an issue (updated_at is always set).

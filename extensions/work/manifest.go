@@ -33,6 +33,7 @@ func manifest() *sdk.Manifest {
 			Description: "Issues, comments, blockers, labels, documents, work products, attachments, projects, goals, approvals and company search.",
 			Runtime:     sdk.Runtime{Kind: sdk.RuntimeProcess},
 			Kernel:      ">=0.1 <1.0",
+			Events:      []string{eventCompanyDeleted},
 			Capabilities: []string{sdk.CapActivity, sdk.CapAuthz, sdk.CapPrincipals, sdk.CapCompanies, sdk.CapCalls,
 				sdk.CapEvents, sdk.CapDatabase},
 			Uses: []string{"agents.wakeup", "agents.approveHire", "agents.runStatus"},

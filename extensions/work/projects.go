@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/idem"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
 
@@ -460,7 +461,7 @@ func handleProjectCreate(w *Work, rw http.ResponseWriter, r *http.Request) {
 				return fmt.Errorf("error inserting workspace: %w", err)
 			}
 		}
-		return nil
+		return idem.Record(ctx, tx, http.StatusCreated, "/api/projects/"+p.ID)
 	})
 	if err != nil {
 		w.writeErr(rw, err)

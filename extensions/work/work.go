@@ -20,6 +20,7 @@ import (
 
 	"github.com/keelhq/keel/extensions"
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/idem"
 	"github.com/keelhq/keel/sdk/migrate"
 )
 
@@ -49,7 +50,7 @@ type Work struct {
 	log     hclog.Logger
 	dataDir string
 	cfg     Config
-	mux     *http.ServeMux
+	mux     http.Handler
 }
 
 // New returns an unconfigured Work.
@@ -80,7 +81,7 @@ func (w *Work) Configure(ctx context.Context, env *sdk.Env) error {
 	}
 	w.pool, w.sqlDB = db.Pool, db.SQL
 	w.db = bun.NewDB(w.sqlDB, pgdialect.New())
-	w.mux = table.Mux(w)
+	w.mux = idem.Wrap(db.Pool, table.Mux(w), idem.Options{Logger: w.log})
 	return nil
 }
 
@@ -99,9 +100,6 @@ func (w *Work) HTTPHandler() http.Handler {
 func (w *Work) CallMethod(ctx context.Context, call *sdk.MethodCall) (any, error) {
 	return table.Call(w, Key, ctx, call)
 }
-
-// OnEvent handles subscribed events (none yet; kept for at-least-once delivery later).
-func (w *Work) OnEvent(context.Context, *sdk.Event) error { return nil }
 
 // Health checks the database.
 func (w *Work) Health(ctx context.Context) error {

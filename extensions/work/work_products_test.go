@@ -134,7 +134,6 @@ func TestWorkProducts(t *testing.T) {
 		requireValidation(t, h.Do("POST", path, with("url", "javascript:alert(1)")), "url")
 		requireValidation(t, h.Do("POST", path, with("metadata", "flat")), "metadata")
 		requireValidation(t, h.Do("POST", path, with("projectId", "p1")), "projectId")
-		requireValidation(t, h.Do("POST", path, with("issueId", uuid.NewString())), "issueId")
 		requireError(t, h.Do("POST", path, with("projectId", uuid.NewString())), http.StatusUnprocessableEntity, "Project does not belong to company")
 
 		for _, typ := range []string{"preview_url", "runtime_service", "pull_request", "branch", "commit", "artifact", "document"} {

@@ -5,14 +5,15 @@
 //
 // Start creates the cluster directory if needed, runs initdb exactly once
 // (when PG_VERSION is missing), launches postgres as a direct child process
-// and waits until it accepts connections. The cluster's superuser is "keel",
-// trusted on the Unix socket only. By default the server listens on that socket
-// alone, in a private directory
-// /tmp/keel-pg-<first 12 hex digits of sha256(cluster dir)> of mode 0700, so
-// trust only admits the user running the server (and root). When Config.Port is
-// set the server also listens on 127.0.0.1:Port, where every role needs a
-// password (scram-sha-256): extension roles have one, the superuser has none
-// and so cannot log in over TCP.
+// and waits until it accepts connections. The cluster's superuser is "keel".
+// By default the server listens on a Unix socket alone, in a private directory
+// /tmp/keel-pg-<first 12 hex digits of sha256(cluster dir)> of mode 0700; when
+// Config.Port is set it also listens on 127.0.0.1:Port. Every login needs a
+// password (scram-sha-256), on the socket as over TCP: extension roles have
+// theirs, and the superuser's is generated at initdb and kept, mode 0600, in
+// "<data dir>.password" (Cluster.PasswordFile), so a process that can reach the
+// socket, an agent's command for one, cannot log in. A cluster made by an older
+// keel that trusted socket logins is moved to passwords at its next start.
 //
 // # Lifetime
 //

@@ -84,6 +84,9 @@ type Cluster struct {
 	log     hclog.Logger
 	pid     int
 	proc    *os.Process
+	// password is the superuser's, kept in passwordFile.
+	password     string
+	passwordFile string
 
 	done    chan struct{} // closed when the server process has exited
 	waitErr error         // the server's exit status; valid once done is closed
@@ -161,9 +164,20 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		port, listen = cfg.Port, "127.0.0.1"
 	}
 
+	pwPath := passwordPath(reqDir)
+	password, havePassword, err := loadPassword(pwPath)
+	if err != nil {
+		return nil, err
+	}
+	trustsLocal := false
 	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
 		t := time.Now()
-		if err := runInitdb(binDir, dataDir, u); err != nil {
+		if !havePassword {
+			if password, err = createPassword(pwPath); err != nil {
+				return nil, err
+			}
+		}
+		if err := runInitdb(binDir, dataDir, sockDir, u, password); err != nil {
 			return nil, err
 		}
 		log.Info("initialized postgres cluster", "dir", dataDir, "took", time.Since(t))
@@ -172,6 +186,18 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		}
 	} else if err != nil {
 		return nil, fmt.Errorf("inspecting data dir %s: %w", dataDir, err)
+	} else {
+		if trustsLocal, err = hbaTrustsLocal(dataDir); err != nil {
+			return nil, err
+		}
+		switch {
+		case !havePassword && !trustsLocal:
+			return nil, fmt.Errorf("the embedded cluster in %s needs its superuser password file %s, which is missing; restore it, or remove the cluster to start afresh", dataDir, pwPath)
+		case !havePassword:
+			if password, err = createPassword(pwPath); err != nil {
+				return nil, err
+			}
+		}
 	}
 
 	logPath := filepath.Join(dataDir, "log", "postgres.log")
@@ -197,6 +223,9 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		port:    port,
 		log:     log,
 		done:    make(chan struct{}),
+
+		password:     password,
+		passwordFile: pwPath,
 	}
 	started := make(chan error, 1)
 	go func() {
@@ -224,6 +253,12 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := c.waitReady(ctx, timeout, logOffset); err != nil {
 		_ = c.Stop()
 		return nil, err
+	}
+	if trustsLocal {
+		if err := c.requireLocalPassword(ctx); err != nil {
+			_ = c.Stop()
+			return nil, err
+		}
 	}
 	log.Info("postgres started", "pid", c.pid, "dir", dataDir, "socket_dir", sockDir,
 		"port", port, "tcp", listen != "", "took", time.Since(began))
@@ -314,10 +349,13 @@ func (c *Cluster) SocketDir() string { return c.sockDir }
 func (c *Cluster) PID() int { return c.pid }
 
 // DSN returns a keyword/value connection string for pgx that connects to
-// database as the superuser keel over the Unix socket.
+// database as the superuser keel over the Unix socket, with its password.
 func (c *Cluster) DSN(database string) string {
-	return c.DSNAs(database, superuser, "")
+	return c.DSNAs(database, superuser, c.password)
 }
+
+// PasswordFile returns the path of the file holding the superuser's password.
+func (c *Cluster) PasswordFile() string { return c.passwordFile }
 
 // DSNAs returns a keyword/value connection string for pgx that connects to
 // database as user over the Unix socket; an empty password is left out.
@@ -408,9 +446,15 @@ func (c *Cluster) stop() error {
 }
 
 // runInitdb creates the cluster in dataDir.
-func runInitdb(binDir, dataDir string, u serverUser) error {
+func runInitdb(binDir, dataDir, pwDir string, u serverUser, password string) error {
+	pwfile, removePwfile, err := writeInitdbPwfile(pwDir, u, password)
+	if err != nil {
+		return err
+	}
+	defer removePwfile()
 	cmd := exec.Command(filepath.Join(binDir, "initdb"),
-		"-D", dataDir, "-U", superuser, "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-locale", "-N")
+		"-D", dataDir, "-U", superuser, "--pwfile="+pwfile, "--auth-local=scram-sha-256", "--auth-host=scram-sha-256",
+		"-E", "UTF8", "--no-locale", "-N")
 	cmd.Dir = dataDir
 	cmd.Env = childEnv()
 	cmd.SysProcAttr = toolProcAttr(u.cred)

@@ -384,3 +384,43 @@ func TestNoOrphanAfterSIGKILL(t *testing.T) {
 	c := start(t, pgembed.Config{DataDir: dir})
 	require.Equal(t, 1, queryInt(t, c.DSN("postgres"), "SELECT 1"))
 }
+
+// TestSocketLoginNeedsPassword shows that reaching the server's socket is not enough to
+// log in: the superuser needs the password kept 0600 beside the data dir, and a cluster
+// made by an older keel that trusted socket logins is moved to passwords at start.
+func TestSocketLoginNeedsPassword(t *testing.T) {
+	t.Parallel()
+	dir := newDataDir(t)
+	c := start(t, pgembed.Config{DataDir: dir})
+	require.Equal(t, 1, queryInt(t, c.DSN("postgres"), "SELECT 1"))
+	fi, err := os.Stat(c.PasswordFile())
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	require.Equal(t, dir+".password", c.PasswordFile())
+
+	ctx := context.Background()
+	noPassword := c.DSNAs("postgres", "keel", "")
+	_, err = pgx.Connect(ctx, noPassword)
+	require.ErrorContains(t, err, "password", "a socket login without the password is refused")
+	_, err = pgx.Connect(ctx, c.DSNAs("postgres", "keel", "guess"))
+	require.ErrorContains(t, err, "password authentication failed")
+
+	// An older cluster: trust on the socket, no password file. The next start sets a
+	// password and stops trusting the socket.
+	require.NoError(t, c.Stop())
+	hba := filepath.Join(dir, "pg_hba.conf")
+	b, err := os.ReadFile(hba)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(hba, []byte(strings.ReplaceAll(string(b), "scram-sha-256", "trust")), 0o600))
+	require.NoError(t, os.Remove(c.PasswordFile()))
+	c2 := start(t, pgembed.Config{DataDir: dir})
+	require.Equal(t, 1, queryInt(t, c2.DSN("postgres"), "SELECT 1"))
+	_, err = pgx.Connect(ctx, noPassword)
+	require.ErrorContains(t, err, "password")
+
+	// A cluster whose password file is gone is refused with one clear line.
+	require.NoError(t, c2.Stop())
+	require.NoError(t, os.Remove(c2.PasswordFile()))
+	_, err = pgembed.Start(ctx, pgembed.Config{DataDir: dir})
+	require.ErrorContains(t, err, "needs its superuser password file")
+}

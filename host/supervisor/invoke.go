@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/keelhq/keel/kernel"
+	"github.com/keelhq/keel/sdk"
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
@@ -42,6 +44,9 @@ func (s *Supervisor) Invoke(ctx context.Context, caller string, req *hostv1.Invo
 		return &hostv1.InvokeResponse{Error: &extensionv1.Error{Status: http.StatusNotImplemented, Code: "method_not_provided",
 			Message: fmt.Sprintf("no loaded extension provides %s", req.Method), Source: "downstream"}}, nil
 	}
+	if err := s.callerMayCall(caller, m, method); err != nil {
+		return &hostv1.InvokeResponse{Error: err}, nil
+	}
 	m.inflight.Add(1)
 	defer m.release()
 	client, apiErr := s.clientFor(ctx, m)
@@ -59,3 +64,58 @@ func (s *Supervisor) Invoke(ctx context.Context, caller string, req *hostv1.Invo
 	}
 	return &hostv1.InvokeResponse{OutputJson: res.OutputJson, Error: res.Error}, nil
 }
+
+// callerMayCall checks the capabilities a provided method requires of its caller. Every path
+// into a method (an extension's Calls, a wasm host function, a host service forwarding for
+// an extension) comes through Invoke, so a method that hands out secrets cannot be reached
+// by an extension that lacks the secrets capability, whatever its uses say. The kernel may
+// call anything.
+func (s *Supervisor) callerMayCall(caller string, owner *managed, method string) *extensionv1.Error {
+	required := owner.src.Manifest.MethodRequires(method)
+	if len(required) == 0 || caller == "kernel" {
+		return nil
+	}
+	s.mu.RLock()
+	c := s.exts[caller]
+	s.mu.RUnlock()
+	for _, capability := range required {
+		if c == nil || !c.src.Manifest.HasCapability(capability) {
+			return &extensionv1.Error{Status: http.StatusForbidden, Code: "capability_required", Source: "plugin",
+				Message: fmt.Sprintf("%s.%s requires the %s capability, which %s does not declare", owner.key, method, capability, caller)}
+		}
+	}
+	return nil
+}
+
+// RunStatus answers the kernel's run checks through agents.runStatus. With no loaded
+// extension providing it there are no runs to check against, and the answer is nil.
+func (s *Supervisor) RunStatus(ctx context.Context, runID string) (*kernel.RunState, error) {
+	if m, _ := s.resolveMethod("agents.runStatus"); m == nil {
+		return nil, nil
+	}
+	in, err := json.Marshal(map[string]string{"runId": runID})
+	if err != nil {
+		return nil, fmt.Errorf("error encoding run status input: %w", err)
+	}
+	res, err := s.Invoke(ctx, "kernel", &hostv1.InvokeRequest{Method: "agents.runStatus", InputJson: in, Actor: sdk.SystemActor()})
+	if err != nil {
+		return nil, fmt.Errorf("error reading run %s: %w", runID, err)
+	}
+	if res.Error != nil {
+		if res.Error.Status >= 400 && res.Error.Status < 500 {
+			return &kernel.RunState{}, nil // a malformed id is no run
+		}
+		return nil, fmt.Errorf("error reading run %s: %s", runID, res.Error.Message)
+	}
+	var out struct {
+		Found   bool   `json:"found"`
+		Status  string `json:"status"`
+		AgentID string `json:"agentId"`
+	}
+	if err := json.Unmarshal(res.OutputJson, &out); err != nil {
+		return nil, fmt.Errorf("error decoding run %s: %w", runID, err)
+	}
+	return &kernel.RunState{Found: out.Found, Status: out.Status, AgentID: out.AgentID}, nil
+}
+
+var _ kernel.RunDirectory = (*Supervisor)(nil)

@@ -50,12 +50,24 @@ func ProtoActor(a *kernel.Actor) *extensionv1.Actor {
 	return &extensionv1.Actor{
 		Type: string(a.Type), UserId: a.UserID, AgentId: a.AgentID, CompanyId: a.CompanyID, RunId: a.RunID,
 		Source: a.Source, IsInstanceAdmin: a.IsInstanceAdmin, CompanyIds: a.CompanyIDs(), KeyId: a.KeyID, KeyScope: a.KeyScope,
+		ReadOnlyCompanyIds: a.ReadOnlyCompanyIDs(),
 	}
 }
 
 func unavailable(key string) *kernel.APIError {
 	return (&kernel.APIError{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("Extension %s is unavailable; it is restarting", key)}).WithCode("extension_unavailable")
 }
+
+// lostInFlight is the 503 of a request the extension received but did not answer: it may
+// have committed, so the client is told the outcome is unknown and how to retry safely.
+func lostInFlight(key string) *kernel.APIError {
+	return (&kernel.APIError{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf(
+		"Extension %s stopped before answering; the outcome of the request is unknown. "+retryHint, key),
+	}).WithCode("extension_unavailable")
+}
+
+// retryHint tells a client whose write has an unknown outcome how to retry it safely.
+const retryHint = "Retrying with the same Idempotency-Key header is safe: it answers the original outcome or performs the request once"
 
 // forward serves a route by one Handle call to the owning extension.
 func (s *Supervisor) forward(m *managed, pattern string) kernel.HandlerFunc {
@@ -93,7 +105,22 @@ func (s *Supervisor) forward(m *managed, pattern string) kernel.HandlerFunc {
 		defer cancel()
 		res, err := client.Handle(ctx, req)
 		if err != nil {
-			return s.callError(m, err)
+			err = s.callError(m, err)
+			var apiErr *kernel.APIError
+			if errors.As(err, &apiErr) {
+				switch apiErr.Code {
+				case "extension_unavailable":
+					c.Set(fiber.HeaderRetryAfter, "1")
+					if c.Method() != fiber.MethodGet {
+						return lostInFlight(m.key)
+					}
+				case "extension_timeout":
+					if c.Method() != fiber.MethodGet {
+						apiErr.Message += "; the outcome of the request is unknown (it may still complete). " + retryHint
+					}
+				}
+			}
+			return err
 		}
 		for k, hv := range res.Headers {
 			for i, v := range hv.Values {

@@ -37,7 +37,9 @@ type Route[E any] struct {
 // Method is one provided method.
 type Method[E any] struct {
 	Description string
-	Call        func(e E, ctx context.Context, call *sdk.MethodCall) (any, error)
+	// Requires are capabilities the caller must declare (sdk.Method.Requires).
+	Requires []string
+	Call     func(e E, ctx context.Context, call *sdk.MethodCall) (any, error)
 }
 
 // Table collects an extension's routes, provided methods and jobs. The zero value is ready.
@@ -133,7 +135,7 @@ func (t *Table[E]) Manifest(base *sdk.Manifest) *sdk.Manifest {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		m.Provides = append(m.Provides, sdk.Method{Name: name, Description: methods[name].Description})
+		m.Provides = append(m.Provides, sdk.Method{Name: name, Description: methods[name].Description, Requires: methods[name].Requires})
 	}
 	m.Jobs = append(m.Jobs, t.Jobs()...)
 	return &m

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/keelhq/keel/sdk/idem"
 )
 
 // Database is an extension's connection to its own schema: a pgx pool and a database/sql
@@ -32,8 +34,8 @@ type OpenParams struct {
 	Schema string
 }
 
-// Open connects to an extension's database and applies its embedded migrations. On an
-// error nothing is left open.
+// Open connects to an extension's database and applies its embedded migrations, then the
+// SDK's own line (the Idempotency-Key table of sdk/idem). On an error nothing is left open.
 func Open(ctx context.Context, p OpenParams) (*Database, error) {
 	cfg, err := pgxpool.ParseConfig(p.URL)
 	if err != nil {
@@ -50,6 +52,11 @@ func Open(ctx context.Context, p OpenParams) (*Database, error) {
 	ms, err := Load(p.Migrations, p.Dir)
 	if err == nil {
 		_, err = Apply(ctx, db.SQL, Params{Line: p.Line, Table: p.Schema + ".schema_migrations", Migrations: ms})
+	}
+	if err == nil {
+		// Every extension remembers Idempotency-Keys in its own schema (see sdk/idem).
+		_, err = Apply(ctx, db.SQL, Params{Line: p.Line + ".idem", Table: p.Schema + ".schema_migrations",
+			Migrations: []Migration{{Name: "0001_idempotency_keys", SQL: idem.TableSQL(p.Schema + "." + idem.DefaultTable)}}})
 	}
 	if err != nil {
 		db.Close()

@@ -42,9 +42,12 @@ type Actor struct {
 	KeyId           string   `protobuf:"bytes,9,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
 	// key_scope is the scope kind of an agent API key or JWT: standard, task_bridge or
 	// skill_test (a low-trust token). Empty for other credentials.
-	KeyScope      string `protobuf:"bytes,10,opt,name=key_scope,json=keyScope,proto3" json:"key_scope,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	KeyScope string `protobuf:"bytes,10,opt,name=key_scope,json=keyScope,proto3" json:"key_scope,omitempty"`
+	// read_only_company_ids are companies among company_ids where a board user may read but
+	// not write (membership role viewer). Extensions refuse writes there (sdk.RequireCompanyAccess).
+	ReadOnlyCompanyIds []string `protobuf:"bytes,11,rep,name=read_only_company_ids,json=readOnlyCompanyIds,proto3" json:"read_only_company_ids,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Actor) Reset() {
@@ -145,6 +148,13 @@ func (x *Actor) GetKeyScope() string {
 		return x.KeyScope
 	}
 	return ""
+}
+
+func (x *Actor) GetReadOnlyCompanyIds() []string {
+	if x != nil {
+		return x.ReadOnlyCompanyIds
+	}
+	return nil
 }
 
 // HeaderValues holds the values of one HTTP header.
@@ -1199,7 +1209,7 @@ var File_extension_v1_extension_proto protoreflect.FileDescriptor
 
 const file_extension_v1_extension_proto_rawDesc = "" +
 	"\n" +
-	"\x1cextension/v1/extension.proto\x12\x11keel.extension.v1\"\x9e\x02\n" +
+	"\x1cextension/v1/extension.proto\x12\x11keel.extension.v1\"\xd1\x02\n" +
 	"\x05Actor\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x19\n" +
@@ -1213,7 +1223,8 @@ const file_extension_v1_extension_proto_rawDesc = "" +
 	"companyIds\x12\x15\n" +
 	"\x06key_id\x18\t \x01(\tR\x05keyId\x12\x1b\n" +
 	"\tkey_scope\x18\n" +
-	" \x01(\tR\bkeyScope\"&\n" +
+	" \x01(\tR\bkeyScope\x121\n" +
+	"\x15read_only_company_ids\x18\v \x03(\tR\x12readOnlyCompanyIds\"&\n" +
 	"\fHeaderValues\x12\x16\n" +
 	"\x06values\x18\x01 \x03(\tR\x06values\"\x95\x04\n" +
 	"\vHTTPRequest\x12\x16\n" +

@@ -1,0 +1,121 @@
+package agents
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/adapter"
+)
+
+// knownAdapterTypes are the spec's adapter types (spec part 1, "Agent"). Any other type must
+// be provided by an installed adapter extension ("externally registered adapter types are
+// also allowed").
+var knownAdapterTypes = []string{"process", "http", "alpha_local", "beta_local", "gamma_local", "delta_local",
+	"epsilon_local", "zeta_local", "eta", "theta_gateway", "zeta_gateway"}
+
+// gatewayDeviceAdapterType is the adapter type that signs its connection with an Ed25519
+// device key (REFERENCE-adapters.md 7).
+const gatewayDeviceAdapterType = "theta_gateway"
+
+// checkAdapterType refuses (422 "Unknown adapter type: <type>", the reference product's text)
+// an adapter type that is neither one of the spec's nor provided by an installed adapter
+// extension. An installed adapter that fails to describe itself is still a known type.
+func (a *Agents) checkAdapterType(ctx context.Context, companyID, adapterType string) error {
+	if slices.Contains(knownAdapterTypes, adapterType) {
+		return nil
+	}
+	var info adapter.Info
+	err := a.host.Call(ctx, adapter.Method(adapterType, adapter.MethodInfo), sdk.SystemActor(), companyID, struct{}{}, &info)
+	if err != nil && sdk.IsMethodNotProvided(err) {
+		return unprocessable("Unknown adapter type: " + adapterType)
+	}
+	return nil
+}
+
+// ensureDeviceKey gives a theta_gateway agent its device private key, as the reference
+// product does, unless adapterConfig.disableDeviceAuth is true: a missing
+// devicePrivateKeyPem is generated (Ed25519, PKCS#8 PEM), and a plaintext one is moved into
+// a company secret. Either way adapterConfig keeps only a secret reference
+// ({type:"secret_ref", secretId, version:"latest"}), so reads never show the key. Other
+// adapter types and configs that already hold a reference are left alone.
+func (a *Agents) ensureDeviceKey(ctx context.Context, companyID, agentName string, cfg *configRow) error {
+	conf, value, need, err := deviceKeyPlan(cfg)
+	if err != nil || !need {
+		return err
+	}
+	if value == "" {
+		pemKey, err := newDevicePrivateKeyPEM()
+		if err != nil {
+			return err
+		}
+		value = pemKey
+	}
+	var sec struct {
+		SecretID string `json:"secretId"`
+	}
+	desc := "Ed25519 device private key of gateway agent " + agentName
+	if err := a.host.Call(ctx, "secrets.createManaged", sdk.ActorFrom(ctx), companyID, map[string]any{
+		"companyId": companyID, "name": "Gateway device key " + agentName, "description": desc, "value": value,
+	}, &sec); err != nil {
+		if sdk.IsMethodNotProvided(err) {
+			return unprocessable("theta_gateway agents need the secrets extension to keep their device key (or set disableDeviceAuth)")
+		}
+		return fmt.Errorf("error storing device key of agent %s: %w", agentName, err)
+	}
+	conf["devicePrivateKeyPem"] = mustJSON(map[string]any{"type": "secret_ref", "secretId": sec.SecretID, "version": "latest"})
+	cfg.AdapterConfig = mustJSON(conf)
+	return nil
+}
+
+// deviceKeyPlan reads what ensureDeviceKey must do with cfg: need is false for other
+// adapter types, disabled device auth and a key already kept as a secret_ref; value is the
+// caller's plaintext PEM, or "" to generate one. A devicePrivateKeyPem that is neither is a
+// 400 (never quoting the value).
+func deviceKeyPlan(cfg *configRow) (conf map[string]json.RawMessage, value string, need bool, err error) {
+	if cfg.AdapterType != gatewayDeviceAdapterType {
+		return nil, "", false, nil
+	}
+	conf = map[string]json.RawMessage{}
+	if len(cfg.AdapterConfig) > 0 && string(cfg.AdapterConfig) != "null" {
+		if err := json.Unmarshal(cfg.AdapterConfig, &conf); err != nil {
+			return nil, "", false, invalid("adapterConfig", "must be an object")
+		}
+	}
+	var disabled bool
+	if raw, ok := conf["disableDeviceAuth"]; ok && json.Unmarshal(raw, &disabled) == nil && disabled {
+		return nil, "", false, nil
+	}
+	if raw, ok := conf["devicePrivateKeyPem"]; ok && string(raw) != "null" {
+		var ref struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(raw, &ref) == nil && ref.Type == "secret_ref" {
+			return nil, "", false, nil
+		}
+		if json.Unmarshal(raw, &value) != nil || !strings.Contains(value, "PRIVATE KEY") {
+			return nil, "", false, invalid("adapterConfig.devicePrivateKeyPem", "must be a PEM private key or a secret_ref")
+		}
+	}
+	return conf, value, true, nil
+}
+
+// newDevicePrivateKeyPEM generates an Ed25519 private key as a PKCS#8 PEM block.
+func newDevicePrivateKeyPEM() (string, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", fmt.Errorf("error generating device key: %w", err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return "", fmt.Errorf("error encoding device key: %w", err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})), nil
+}
