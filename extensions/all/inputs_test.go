@@ -21,10 +21,6 @@ import (
 	"github.com/keelhq/keel/sdk/sdktest"
 )
 
-// TestMain runs the tests; when the host re-executes this binary as a first-party
-// extension, sdktest.Main serves the extension instead.
-func TestMain(m *testing.M) { sdktest.Main(m) }
-
 var paramRE = regexp.MustCompile(`\{[^}]+\}`)
 
 // validationPaths checks a 400 Validation error and returns the paths of its details.
