@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -38,6 +39,9 @@ type ActivityInsertParams struct {
 	RunID             string
 	ResponsibleUserID string
 	Details           any
+	// ID, when set, makes the insert idempotent: an entry already recorded under it is
+	// neither written nor delivered again (outboxes deliver at least once).
+	ID string
 	// Source names the writer for event delivery ("kernel" or an extension key); entries
 	// from SourceAPI are recorded but not delivered.
 	Source string
@@ -94,8 +98,12 @@ func newActivityEntry(p *ActivityInsertParams) (*ActivityEntry, error) {
 	if p.ActorType == "" {
 		p.ActorType = "system"
 	}
+	id := p.ID
+	if id == "" {
+		id = newID()
+	}
 	e := &ActivityEntry{
-		ID: newID(), CompanyID: nullable(p.CompanyID), ActorType: p.ActorType, ActorID: p.ActorID, Action: p.Action,
+		ID: id, CompanyID: nullable(p.CompanyID), ActorType: p.ActorType, ActorID: p.ActorID, Action: p.Action,
 		EntityType: p.EntityType, EntityID: p.EntityID, AgentID: nullable(p.AgentID), RunID: nullable(p.RunID),
 		ResponsibleUserID: nullable(p.ResponsibleUserID), Details: details,
 	}
@@ -129,9 +137,13 @@ func (k *Kernel) activityInsertTx(ctx context.Context, tx pgx.Tx, p *ActivityIns
 	details := e.Details
 	err := tx.QueryRow(ctx, `INSERT INTO kernel.activity_log
 		(id, company_id, actor_type, actor_id, action, entity_type, entity_id, agent_id, run_id, responsible_user_id, details)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING created_at`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING RETURNING created_at`,
 		e.ID, e.CompanyID, e.ActorType, e.ActorID, e.Action, e.EntityType, e.EntityID, e.AgentID, e.RunID, e.ResponsibleUserID, details,
 	).Scan(&e.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Recorded (and delivered) already under this id: a repeated outbox delivery.
+		return tx.QueryRow(ctx, `SELECT created_at FROM kernel.activity_log WHERE id = $1`, e.ID).Scan(&e.CreatedAt)
+	}
 	if err != nil {
 		return fmt.Errorf("error appending activity %s: %w", p.Action, err)
 	}

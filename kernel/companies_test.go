@@ -376,7 +376,7 @@ func TestCompanyAccess(t *testing.T) {
 		t.Parallel()
 		env.Do(t, "GET", "/api/companies/"+id, nil, ktSession(viewer)).RequireStatus(t, http.StatusOK)
 		env.Do(t, "PATCH", "/api/companies/"+id, map[string]any{"name": "Viewer Co"}, ktSession(viewer)).
-			RequireError(t, http.StatusForbidden, "Only company owners and admins can change company settings")
+			RequireError(t, http.StatusForbidden, "Viewers cannot change anything in this company")
 		env.Do(t, "POST", "/api/companies/"+id+"/archive", nil, ktSession(viewer)).RequireStatus(t, http.StatusForbidden)
 	})
 	t.Run("BoardUserSeesOwnCompanies", func(t *testing.T) {

@@ -140,7 +140,9 @@ func (a *Adapter) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*ad
 	_ = os.Remove(reportPath)
 	defer os.Remove(reportPath)
 	cmd.Env = append(cmd.Env, adapter.ReportFileEnv+"="+reportPath)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so a stop reaches everything it starts; and it dies with the
+	// adapter (which dies with keel), like PostgreSQL and the extensions do.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("error creating stdout pipe: %w", err)
@@ -181,7 +183,14 @@ func (a *Adapter) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*ad
 	errW.Close()
 	pid := cmd.Process.Pid
 	r.started(pid)
-	ev.add(adapter.RunEvent{Kind: "spawn", PID: pid})
+	// The leader dies with the adapter (Pdeathsig); the guard kills the rest of its group.
+	guard := startGroupGuard(pid)
+	defer guard.stop()
+	// The start time names this process for good: a restarted node that finds the run
+	// unfinished kills what is left of the group, and never a recycled pid.
+	ticks, _ := adapter.ProcessStartTicks(pid)
+	ev.add(adapter.RunEvent{Kind: "spawn", PID: pid, PGID: pid, StartTicks: ticks})
+	ev.wake() // the run turns running on this event: deliver it now
 
 	var stdout, stderr tail
 	var readers sync.WaitGroup

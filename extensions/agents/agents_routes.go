@@ -443,6 +443,10 @@ func handleAgentHire(a *Agents, rw http.ResponseWriter, r *http.Request) {
 		a.writeErr(rw, err)
 		return
 	}
+	if err := a.refuseUnboundSecretRefs(ctx, "", nil, body.AdapterConfig); err != nil {
+		a.writeErr(rw, err)
+		return
+	}
 	cfg, role, err := a.newConfig(ctx, companyID, &body.agentCreateBody)
 	if err != nil {
 		a.writeErr(rw, err)
@@ -557,6 +561,10 @@ func handleAgentPatch(a *Agents, rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := a.refuseAgentEscalation(ctx, ag, raw); err != nil {
+		a.writeErr(rw, err)
+		return
+	}
+	if err := a.refuseUnboundSecretRefs(ctx, ag.ID.Id, ag.Cfg.AdapterConfig, raw["adapterConfig"]); err != nil {
 		a.writeErr(rw, err)
 		return
 	}

@@ -9,13 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/adapter"
 )
 
 // engine is the heartbeat engine: wakeups, the run scheduler (jobs on the kernel's queue,
@@ -26,7 +26,12 @@ type engine struct {
 	// id names this engine instance on the runs it executes: "<host>:<pid>:<random>".
 	id       string
 	hostname string
-	logLocks runLogLocks
+	// bootID names this machine's boot, recorded with the processes of runs it starts.
+	bootID string
+	// startTicks is this process's start time in clock ticks since boot: processes of a
+	// crashed node's runs started before it.
+	startTicks uint64
+	logLocks   runLogLocks
 
 	mu        sync.Mutex
 	executing map[string]context.CancelFunc
@@ -45,9 +50,10 @@ func newEngine(a *Agents) *engine {
 	hn, _ := os.Hostname()
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &engine{
-		a: a, hostname: hn, id: fmt.Sprintf("%s:%d:%s", hn, os.Getpid(), uuid.NewString()[:8]),
+		a: a, hostname: hn, id: fmt.Sprintf("%s:%d:%s", hn, os.Getpid(), uuid.NewString()[:8]), bootID: adapter.BootID(),
 		executing: map[string]context.CancelFunc{}, ctx: ctx, cancel: cancel,
 	}
+	e.startTicks, _ = adapter.ProcessStartTicks(os.Getpid())
 	// After a crash or restart: runs left running by a dead executor are process-lost (with
 	// their one retry) and queued runs resume. It runs in the background so Configure returns
 	// promptly; the host connection is up by the time it runs.
@@ -149,14 +155,8 @@ func (e *engine) cancelLocal(runID string) bool {
 	return ok
 }
 
-// pidAlive reports whether a process with the pid exists on this machine.
-func pidAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
+// pidAlive reports whether a process with the pid runs on this machine (a zombie does not).
+func pidAlive(pid int) bool { return adapter.ProcessRunning(pid) }
 
 // executorGone reports whether the engine instance named by an executor id is known to be
 // gone: it ran on this machine and its process no longer exists (or it is this process,

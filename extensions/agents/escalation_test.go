@@ -54,3 +54,43 @@ func TestAgentsCannotPassTheBoard(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	require.Equal(t, "ceo", res.Map(t)["role"])
 }
+
+// TestAgentsCannotReachUnboundSecretsThroughConfig shows a CEO agent refused when it points
+// an agent's env (its own, another's, or a hire's) at a company secret the board has not
+// bound to that agent; a board binding, or the board itself, makes the reference fine.
+func TestAgentsCannotReachUnboundSecretsThroughConfig(t *testing.T) {
+	t.Parallel()
+	h := startAgents(t)
+	company := h.CreateCompany("Secret Ref Co")
+	ceo := createAgent(t, h, company, map[string]any{"name": "Boss", "role": "ceo"})
+	worker := createAgent(t, h, company, map[string]any{"name": "Worker", "role": "engineer"})
+	ceoKey := agentKey(t, h, ceo["id"].(string))
+	res := h.Do("POST", "/api/companies/"+company+"/secrets", map[string]any{"name": "Payroll key", "key": "PAYROLL", "value": "top-secret"})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	secretID := res.Map(t)["id"].(string)
+	ref := map[string]any{"adapterConfig": map[string]any{"env": map[string]any{"PAYROLL": map[string]any{"type": "secret_ref", "secretId": secretID}}}}
+
+	for _, target := range []string{ceo["id"].(string), worker["id"].(string)} {
+		res := h.Do("PATCH", "/api/agents/"+target, ref, ceoKey...)
+		require.Equal(t, http.StatusForbidden, res.Status, "%s", res.Body)
+		require.Equal(t, "Agents can only reference secrets the board has bound to the agent", res.Map(t)["error"])
+	}
+	hire := map[string]any{"name": "Sneaky", "role": "engineer", "adapterConfig": ref["adapterConfig"]}
+	res = h.Do("POST", "/api/companies/"+company+"/agent-hires", hire, ceoKey...)
+	require.Equal(t, http.StatusForbidden, res.Status, "%s", res.Body)
+
+	// Once the board binds the secret to the worker, the CEO may wire it into the worker's env.
+	res = h.Do("POST", "/api/secrets/"+secretID+"/bindings", map[string]any{"targetType": "agent", "targetId": worker["id"]})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	res = h.Do("PATCH", "/api/agents/"+worker["id"].(string), ref, ceoKey...)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	// Still not into its own.
+	res = h.Do("PATCH", "/api/agents/"+ceo["id"].(string), ref, ceoKey...)
+	require.Equal(t, http.StatusForbidden, res.Status, "%s", res.Body)
+	// The board may reference any company secret.
+	res = h.Do("PATCH", "/api/agents/"+ceo["id"].(string), ref)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	// A reference the configuration already holds may stay in a later agent patch.
+	res = h.Do("PATCH", "/api/agents/"+ceo["id"].(string), map[string]any{"title": "Chief", "adapterConfig": ref["adapterConfig"]}, ceoKey...)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+}

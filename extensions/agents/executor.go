@@ -30,30 +30,54 @@ type runOutcome struct {
 	AdapterLost bool
 }
 
-// executeRunJob claims a started run for this engine and executes it. A run another engine
-// already claimed is left alone (the reaper settles it if that engine is gone).
+// executeRunJob takes an admitted run for this engine, hands it to a supervised goroutine
+// of the engine and returns: the job holds a queue worker for milliseconds, not for the
+// run's life, so wakes, schedules, event delivery and other extensions' jobs never wait for
+// runs. Run capacity is the run caps start-runs applies (maxConcurrentRuns and
+// SERVICE_HEARTBEAT_MAX_CONCURRENT_RUNS). The run row is the truth: executor_id names this
+// engine (so exactly one engine executes the run, across nodes) and executor_seen_at beats
+// while it executes, so the reaper and a restarted node's recovery settle it if the engine
+// goes away. A run another engine already took is left alone.
 func (e *engine) executeRunJob(ctx context.Context, runID string) error {
 	a := e.a
 	if !isUUID(runID) {
 		return nil
 	}
 	run, err := scanRun(a.pool.QueryRow(ctx, `UPDATE heartbeat_runs SET executor_id = $2, executor_host = $3, executor_seen_at = now(),
-		updated_at = now() WHERE id = $1 AND status = 'running' AND executor_id IS NULL RETURNING `+runColumns, runID, e.id, e.hostname))
+		updated_at = now() WHERE id = $1 AND status = 'queued' AND claimed_at IS NOT NULL AND executor_id IS NULL
+		RETURNING `+runColumns, runID, e.id, e.hostname))
 	if err != nil {
 		a.log.Debug("execute-run: run not claimable", "run", runID, "error", err)
 		return nil
 	}
 	runCtx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
-	// The job's own context ends when the queue stops; the run follows it.
-	stopWatch := context.AfterFunc(ctx, cancel)
-	defer stopWatch()
 	if !e.track(run.ID, cancel) {
-		return nil // stopping: the next engine's recovery settles the run
+		cancel()
+		// Stopping: give the run back for the next engine to start.
+		e.unclaim(context.WithoutCancel(ctx), run.ID)
+		return nil
 	}
-	defer e.untrack(run.ID)
-	e.execute(runCtx, run, func() bool { return e.ctx.Err() != nil || ctx.Err() != nil })
+	go func() {
+		defer e.untrack(run.ID)
+		defer cancel()
+		e.execute(runCtx, run, func() bool { return e.ctx.Err() != nil })
+	}()
 	return nil
+}
+
+// unclaim hands an admitted run that has not started back to the queue (it no longer
+// counts against the caps) and kicks start-runs for its agent.
+func (e *engine) unclaim(ctx context.Context, runID string) bool {
+	a := e.a
+	var agentID string
+	err := a.pool.QueryRow(ctx, `UPDATE heartbeat_runs SET claimed_at = NULL, executor_id = NULL, executor_host = NULL,
+		executor_seen_at = NULL, updated_at = now() WHERE id = $1 AND status = 'queued' RETURNING agent_id::text`, runID).Scan(&agentID)
+	if err != nil {
+		return false
+	}
+	_, _ = a.pool.Exec(ctx, `UPDATE agent_wakeup_requests SET status = 'queued', claimed_at = NULL WHERE run_id = $1 AND status = 'claimed'`, runID)
+	e.enqueueStart(ctx, agentID)
+	return true
 }
 
 // execute runs one claimed run to completion and stores its outcome. When shuttingDown
@@ -84,6 +108,10 @@ func (e *engine) execute(ctx context.Context, run *heartbeatRun, shuttingDown fu
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if out.AdapterLost {
+		if fresh, err := a.runGet(sctx, a.pool, run.ID); err == nil && fresh != nil {
+			run = fresh
+			e.killSurvivors(run)
+		}
 		if _, err := e.markLost(sctx, run, "the adapter process is gone"); err != nil {
 			a.log.Warn("error failing lost run", "run", run.ID, "error", err)
 		}
@@ -154,6 +182,10 @@ func (e *engine) interrupt(run *heartbeatRun) {
 	a := e.a
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if e.unclaim(ctx, run.ID) {
+		a.log.Info("engine stopping before the run started; handed it back to the queue", "run", run.ID)
+		return
+	}
 	msg := "Interrupted: keel stopped while the run was executing"
 	tag, err := a.pool.Exec(ctx, `UPDATE heartbeat_runs SET status = 'interrupted', error = $2, error_code = 'interrupted',
 		finished_at = now(), updated_at = now() WHERE id = $1 AND status = 'running'`, run.ID, msg)
@@ -238,6 +270,17 @@ func (e *engine) invokeAdapter(ctx context.Context, run *heartbeatRun) *runOutco
 		RunID: run.ID, AgentID: run.AgentID, AgentName: agent.Name, CompanyID: run.CompanyID, AdapterType: cfg.AdapterType,
 		Config: rawConfig, Env: runtimeEnv(a.env.APIURL, run, jwt), Context: run.ContextSnapshot, AuthToken: jwt,
 	}
+	if issueID, _ := run.ContextSnapshot["issueId"].(string); issueID != "" {
+		e.checkoutIssue(ctx, run, issueID)
+	}
+	if !info.SupportsLocalAgentJWT {
+		// A remote adapter reports no process: its run exists once execute is called. A
+		// local adapter's run turns running on its spawn event (appendRunEvents).
+		if _, err := a.pool.Exec(ctx, `UPDATE heartbeat_runs SET status = 'running', started_at = now(), updated_at = now()
+			WHERE id = $1 AND status = 'queued'`, run.ID); err != nil {
+			return fail("internal_error", fmt.Sprintf("error starting run %s: %v", run.ID, err))
+		}
+	}
 	callCtx := ctx
 	if bound := runBound(config); bound > 0 {
 		var cancel context.CancelFunc
@@ -261,6 +304,26 @@ func (e *engine) invokeAdapter(ctx context.Context, run *heartbeatRun) *runOutco
 		}
 	}
 	return outcomeOf(&res)
+}
+
+// checkoutStatuses are the issue statuses a starting run checks its issue out from.
+var checkoutStatuses = []string{"backlog", "todo", "in_progress", "in_review", "blocked"}
+
+// checkoutIssue checks the run's issue out for the run as it starts (REFERENCE 2.2: status
+// in_progress, checkoutRunId = executionRunId = the run, startedAt), through the work
+// extension's checkout, the code path of POST /api/issues/{id}/checkout. A refusal (the
+// issue is done, blocked, or held by another run) is noted in the run log; the run goes on.
+func (e *engine) checkoutIssue(ctx context.Context, run *heartbeatRun, issueID string) {
+	a := e.a
+	in := map[string]any{"id": issueID, "agentId": run.AgentID, "runId": run.ID, "expectedStatuses": checkoutStatuses}
+	err := a.host.Call(ctx, "work.issues.checkoutForRun", sdk.SystemActor(), run.CompanyID, in, nil)
+	switch {
+	case err == nil:
+	case sdk.IsMethodNotProvided(err):
+	default:
+		a.log.Info("issue not checked out for run", "run", run.ID, "issue", issueID, "error", err)
+		a.systemEvent(ctx, run.ID, fmt.Sprintf("issue %s not checked out: %v", issueID, err))
+	}
 }
 
 // runBound is the execute call's bound: timeoutSec + graceSec (default 15) + 30 s, or none
@@ -407,15 +470,18 @@ func (e *engine) finish(ctx context.Context, run *heartbeatRun, out *runOutcome)
 	// a reader that sees the final status also sees the final log.
 	a.finalizeLog(ctx, run.ID)
 	var final string
+	// A run still queued here ends without its adapter having reported a process (a spawn
+	// that failed, or an adapter that reports none).
 	err := a.pool.QueryRow(ctx, `UPDATE heartbeat_runs SET
-			status = CASE WHEN status = 'running' THEN $2 ELSE status END,
-			error = CASE WHEN status = 'running' THEN $3 ELSE error END,
-			error_code = CASE WHEN status = 'running' THEN $4 ELSE error_code END,
+			status = CASE WHEN status IN ('running', 'queued') THEN $2 ELSE status END,
+			error = CASE WHEN status IN ('running', 'queued') THEN $3 ELSE error END,
+			error_code = CASE WHEN status IN ('running', 'queued') THEN $4 ELSE error_code END,
 			exit_code = $5, signal = $6, process_pid = coalesce($7, process_pid), usage_json = $8, result_json = $9,
-			session_id_after = $10, finished_at = coalesce(finished_at, now()), updated_at = now()
-		WHERE id = $1 AND status IN ('running', 'cancelled') RETURNING status`,
+			session_id_after = $10, started_at = coalesce(started_at, now()), finished_at = coalesce(finished_at, now()),
+			updated_at = now()
+		WHERE id = $1 AND (status IN ('running', 'cancelled') OR (status = 'queued' AND executor_id = $11)) RETURNING status`,
 		run.ID, out.Status, nullable(out.Error), nullable(out.ErrorCode), out.ExitCode, nullable(out.Signal), pid, usage, result,
-		nullable(out.SessionID)).Scan(&final)
+		nullable(out.SessionID), e.id).Scan(&final)
 	if err != nil {
 		a.log.Warn("error storing run outcome (the run was settled elsewhere)", "run", run.ID, "error", err)
 		final = out.Status
@@ -453,7 +519,8 @@ func (e *engine) finish(ctx context.Context, run *heartbeatRun, out *runOutcome)
 func (e *engine) settleAgentStatus(ctx context.Context, agentID string, failed bool) {
 	a := e.a
 	var running int
-	if err := a.pool.QueryRow(ctx, `SELECT count(*) FROM heartbeat_runs WHERE agent_id = $1 AND status = 'running'`, agentID).Scan(&running); err != nil || running > 0 {
+	if err := a.pool.QueryRow(ctx, `SELECT count(*) FROM heartbeat_runs WHERE agent_id = $1
+		AND (status = 'running' OR (status = 'queued' AND executor_id IS NOT NULL))`, agentID).Scan(&running); err != nil || running > 0 {
 		return
 	}
 	ag, err := a.agentIdentity(ctx, agentID)
@@ -490,7 +557,19 @@ func (e *engine) cancelRun(ctx context.Context, runID string) (*cancelRunResult,
 			finished_at = now(), updated_at = now() WHERE id = $1 AND status IN ('queued', 'scheduled_retry')`, run.ID); err != nil {
 			return nil, fmt.Errorf("error cancelling run %s: %w", run.ID, err)
 		}
-		_, _ = a.pool.Exec(ctx, `UPDATE agent_wakeup_requests SET status = 'cancelled', finished_at = now() WHERE run_id = $1 AND status = 'queued'`, run.ID)
+		_, _ = a.pool.Exec(ctx, `UPDATE agent_wakeup_requests SET status = 'cancelled', finished_at = now()
+			WHERE run_id = $1 AND status IN ('queued', 'claimed')`, run.ID)
+		if run.claimedAt != nil {
+			// Admitted and perhaps starting: stop it where it executes (an engine on another
+			// node sees the cancel within cancelPoll) and free its place under the caps.
+			if run.executorID != nil {
+				if !e.signalAdapterCancel(ctx, run) {
+					e.cancelLocal(run.ID)
+				}
+			}
+			e.settleAgentStatus(ctx, run.AgentID, false)
+			e.enqueueStart(ctx, run.AgentID)
+		}
 	case runRunning:
 		if _, err := a.pool.Exec(ctx, `UPDATE heartbeat_runs SET status = 'cancelled', error = 'Run cancelled', error_code = 'cancelled',
 			updated_at = now() WHERE id = $1 AND status = 'running'`, run.ID); err != nil {

@@ -199,18 +199,24 @@ func (a *Agents) configSecretRefs(ctx context.Context, agentID string) ([]config
 	if err != nil || cfg == nil {
 		return nil, err
 	}
+	return envSecretRefs(cfg.AdapterConfig), nil
+}
+
+// envSecretRefs returns the secret_ref bindings of an adapterConfig's env, sorted by
+// variable name; plain values and malformed entries are skipped.
+func envSecretRefs(adapterConfig json.RawMessage) []configSecretRef {
 	var ac struct {
 		Env map[string]json.RawMessage `json:"env"`
 	}
-	if json.Unmarshal(cfg.AdapterConfig, &ac) != nil {
-		return nil, nil
+	refs := []configSecretRef{}
+	if json.Unmarshal(adapterConfig, &ac) != nil {
+		return refs
 	}
 	names := make([]string, 0, len(ac.Env))
 	for name := range ac.Env {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	refs := []configSecretRef{}
 	for _, name := range names {
 		var b struct {
 			Type     string          `json:"type"`
@@ -221,5 +227,5 @@ func (a *Agents) configSecretRefs(ctx context.Context, agentID string) ([]config
 			refs = append(refs, configSecretRef{SecretID: b.SecretID, Version: b.Version})
 		}
 	}
-	return refs, nil
+	return refs
 }

@@ -54,7 +54,8 @@ func (l *runLogLocks) lock(runID string) func() {
 
 // appendRunEvents appends adapter events to the run's log file and events table. Log
 // chunks go to the file (and the stdout/stderr excerpts); spawn events record the process
-// id. Sequence numbers are assigned here, in arrival order, so engine and adapter events
+// (id, group, start time) and turn a starting run running: a run is running once a process
+// exists (output from the agent, for an adapter that sends no spawn event, shows one too). Sequence numbers are assigned here, in arrival order, so engine and adapter events
 // interleave without collisions.
 func (a *Agents) appendRunEvents(ctx context.Context, runID string, events []adapter.RunEvent) error {
 	run, err := a.runGet(ctx, a.pool, runID)
@@ -113,9 +114,16 @@ func (a *Agents) appendRunEvents(ctx context.Context, runID string, events []ada
 				stderr_excerpt = CASE WHEN $4 = 'log' AND $6 = 'stderr' THEN right(coalesce(stderr_excerpt, '') || $7, $8) ELSE stderr_excerpt END,
 				process_pid = CASE WHEN $4 = 'spawn' AND $9 > 0 THEN $9 ELSE process_pid END,
 				process_started_at = CASE WHEN $4 = 'spawn' THEN $5::timestamptz ELSE process_started_at END,
+				process_group_id = CASE WHEN $4 = 'spawn' AND $10 > 0 THEN $10 ELSE process_group_id END,
+				process_start_ticks = CASE WHEN $4 = 'spawn' AND $11 > 0 THEN $11 ELSE process_start_ticks END,
+				process_boot_id = CASE WHEN $4 = 'spawn' AND $11 > 0 THEN $12 ELSE process_boot_id END,
+				status = CASE WHEN ($4 = 'spawn' OR ($4 = 'log' AND $6 IN ('stdout', 'stderr'))) AND status = 'queued' AND claimed_at IS NOT NULL
+					THEN 'running' ELSE status END,
+				started_at = CASE WHEN ($4 = 'spawn' OR ($4 = 'log' AND $6 IN ('stdout', 'stderr'))) AND status = 'queued' AND claimed_at IS NOT NULL
+					THEN $5::timestamptz ELSE started_at END,
 				updated_at = now()
 			WHERE id = $1 RETURNING last_output_seq`,
-			runID, written, runLogRef(runID), kind, at, stream, ev.Text, excerptBytes, ev.PID).Scan(&seq)
+			runID, written, runLogRef(runID), kind, at, stream, ev.Text, excerptBytes, ev.PID, ev.PGID, int64(ev.StartTicks), a.engine.bootID).Scan(&seq)
 		if err != nil {
 			return fmt.Errorf("error updating run %s: %w", runID, err)
 		}

@@ -85,7 +85,8 @@ type heartbeatRun struct {
 
 	// Fields of the reference shape the engine does not track yet (liveness
 	// classification, external runs): always their empty value. processGroupId is the
-	// process id (adapters start each run in its own process group).
+	// group the adapter reported at spawn, else the process id (adapters start each run in
+	// its own process group).
 	ProcessGroupID      *int       `json:"processGroupId"`
 	ExternalRunID       *string    `json:"externalRunId"`
 	LivenessState       *string    `json:"livenessState"`
@@ -97,6 +98,14 @@ type heartbeatRun struct {
 	executorID     *string
 	executorHost   *string
 	executorSeenAt *time.Time
+	// claimedAt is when start-runs admitted the run under the caps; a queued run with it
+	// set is starting (it counts against the caps until it ends).
+	claimedAt *time.Time
+	// processGroup, processStartTicks and processBootID name the run's process for good,
+	// for a restarted node to kill a survivor (never a recycled pid).
+	processGroup      *int
+	processStartTicks *int64
+	processBootID     *string
 }
 
 const runColumns = `id, company_id, agent_id, invocation_source, trigger_detail, status, started_at, finished_at,
@@ -104,7 +113,8 @@ const runColumns = `id, company_id, agent_id, invocation_source, trigger_detail,
 	usage_json, result_json, session_id_before, session_id_after, log_store, log_ref, log_bytes, log_sha256,
 	stdout_excerpt, stderr_excerpt, last_output_at, last_output_seq, last_output_stream, last_output_bytes,
 	retry_of_run_id, process_loss_retry_count, context_snapshot, created_at, updated_at,
-	executor_id, executor_host, executor_seen_at, scheduled_retry_at, scheduled_retry_attempt, scheduled_retry_reason`
+	executor_id, executor_host, executor_seen_at, scheduled_retry_at, scheduled_retry_attempt, scheduled_retry_reason,
+	claimed_at, process_group_id, process_start_ticks, process_boot_id`
 
 func scanRun(row pgx.Row) (*heartbeatRun, error) {
 	r := &heartbeatRun{}
@@ -114,7 +124,8 @@ func scanRun(row pgx.Row) (*heartbeatRun, error) {
 		&usage, &result, &r.SessionIDBefore, &r.SessionIDAfter, &r.LogStore, &r.LogRef, &r.LogBytes, &r.LogSha256,
 		&r.StdoutExcerpt, &r.StderrExcerpt, &r.LastOutputAt, &r.LastOutputSeq, &r.LastOutputStream, &r.LastOutputBytes,
 		&r.RetryOfRunID, &r.ProcessLossRetryCount, &snapshot, &r.CreatedAt, &r.UpdatedAt,
-		&r.executorID, &r.executorHost, &r.executorSeenAt, &r.ScheduledRetryAt, &r.ScheduledRetryAttempt, &r.ScheduledRetryReason)
+		&r.executorID, &r.executorHost, &r.executorSeenAt, &r.ScheduledRetryAt, &r.ScheduledRetryAttempt, &r.ScheduledRetryReason,
+		&r.claimedAt, &r.processGroup, &r.processStartTicks, &r.processBootID)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +135,10 @@ func scanRun(row pgx.Row) (*heartbeatRun, error) {
 	if len(result) > 0 {
 		r.ResultJSON = result
 	}
-	r.ProcessGroupID = r.ProcessPID
+	r.ProcessGroupID = r.processGroup
+	if r.ProcessGroupID == nil {
+		r.ProcessGroupID = r.ProcessPID
+	}
 	r.ContextSnapshot = map[string]any{}
 	if len(snapshot) > 0 {
 		_ = json.Unmarshal(snapshot, &r.ContextSnapshot)

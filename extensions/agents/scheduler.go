@@ -27,7 +27,8 @@ const (
 	executorBeat = 10 * time.Second
 	// executorStale is how long without a beat makes a running run process-lost.
 	executorStale = 90 * time.Second
-	// unclaimedStale is how long a started run may wait for its execute-run job.
+	// unclaimedStale is how long an admitted run may wait for its execute-run job before it
+	// goes back to the queue.
 	unclaimedStale = 2 * time.Minute
 )
 
@@ -35,7 +36,8 @@ func init() {
 	addJobs(
 		sdk.Job{Key: jobStartRuns, Description: "Start an agent's queued heartbeat runs up to its maxConcurrentRuns and the global cap. " +
 			"Args {agentId}; enqueued with unique key start:<agentId> when a run is queued or finishes."},
-		sdk.Job{Key: jobExecuteRun, Description: "Execute one started heartbeat run through its adapter. Args {runId}; unique key run:<runId>."},
+		sdk.Job{Key: jobExecuteRun, Description: "Hand one admitted heartbeat run to this node's engine, which executes it through its " +
+			"adapter; the job returns at once and holds no worker for the run's life. Args {runId}; unique key run:<runId>."},
 		sdk.Job{Key: jobTimerTick, Every: "30s", Description: "Wake agents whose runtimeConfig.heartbeat interval elapsed, and " +
 			"re-enqueue start-runs for agents with queued runs."},
 		sdk.Job{Key: jobReap, Every: "1m", Description: "Fail running runs whose process or executor is gone (process_lost), with one automatic retry."},
@@ -123,10 +125,12 @@ func (e *engine) startRunsJob(ctx context.Context, agentID string) error {
 	return nil
 }
 
-// startRuns moves the agent's oldest queued runs to running while the agent has fewer than
-// maxConcurrentRuns running and the instance fewer than the global cap, then enqueues an
-// execute-run job for each. The move is one conditional UPDATE … WHERE status='queued'
-// under a transaction-scoped advisory lock, so concurrent workers never over-start.
+// startRuns admits the agent's oldest queued runs while the agent has fewer than
+// maxConcurrentRuns live runs and the instance fewer than the global cap, then enqueues an
+// execute-run job for each. A live run is a running one or a queued one already admitted
+// (claimed_at set), which stays queued until its adapter has started it. The admission is
+// one conditional UPDATE under a transaction-scoped advisory lock, so concurrent workers
+// never over-start.
 func (e *engine) startRuns(ctx context.Context, agentID string) (int, error) {
 	a := e.a
 	if !isUUID(agentID) {
@@ -151,18 +155,20 @@ func (e *engine) startRuns(ctx context.Context, agentID string) (int, error) {
 	if err := e.promoteDueRetries(ctx, tx, agentID); err != nil {
 		return 0, err
 	}
-	var agentRunning, allRunning int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE agent_id = $1), count(*) FROM heartbeat_runs WHERE status = 'running'`,
-		agentID).Scan(&agentRunning, &allRunning); err != nil {
-		return 0, fmt.Errorf("error counting running runs: %w", err)
+	var agentLive, allLive int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE agent_id = $1), count(*) FROM heartbeat_runs
+		WHERE status = 'running' OR (status = 'queued' AND claimed_at IS NOT NULL)`,
+		agentID).Scan(&agentLive, &allLive); err != nil {
+		return 0, fmt.Errorf("error counting live runs: %w", err)
 	}
-	n := min(limit-agentRunning, globalMaxRuns()-allRunning)
+	n := min(limit-agentLive, globalMaxRuns()-allLive)
 	if n <= 0 {
 		return 0, nil
 	}
-	rows, err := tx.Query(ctx, `UPDATE heartbeat_runs SET status = 'running', started_at = now(), updated_at = now()
-		WHERE id IN (SELECT id FROM heartbeat_runs WHERE agent_id = $1 AND status = 'queued' ORDER BY created_at, id LIMIT $2)
-		AND status = 'queued' RETURNING id`, agentID, n)
+	rows, err := tx.Query(ctx, `UPDATE heartbeat_runs SET claimed_at = now(), updated_at = now()
+		WHERE id IN (SELECT id FROM heartbeat_runs WHERE agent_id = $1 AND status = 'queued' AND claimed_at IS NULL
+			ORDER BY created_at, id LIMIT $2)
+		AND status = 'queued' AND claimed_at IS NULL RETURNING id`, agentID, n)
 	if err != nil {
 		return 0, fmt.Errorf("error starting runs: %w", err)
 	}
@@ -192,7 +198,7 @@ func (e *engine) startRuns(ctx context.Context, agentID string) (int, error) {
 	for _, id := range ids {
 		args, _ := json.Marshal(map[string]string{"runId": id})
 		if _, err := a.host.Jobs.Enqueue(ctx, &hostv1.EnqueueRequest{JobKey: jobExecuteRun, ArgsJson: args, UniqueKey: "run:" + id, MaxAttempts: 1}); err != nil {
-			// The reaper fails the run once it has waited unclaimedStale.
+			// The reaper hands the run back to the queue once it has waited unclaimedStale.
 			a.log.Warn("error enqueueing execute-run", "run", id, "error", err)
 		}
 	}
@@ -278,18 +284,45 @@ func (e *engine) lostReason(run *heartbeatRun) string {
 	return ""
 }
 
-// reap fails running runs whose process is gone and returns their ids.
+// strandedReason says why an admitted run that has not started (queued, claimed_at set) will
+// not start where it is, or "" when it may: its engine is gone, or no engine took it.
+func (e *engine) strandedReason(run *heartbeatRun) string {
+	switch {
+	case e.isExecuting(run.ID):
+		return ""
+	case run.executorID != nil && e.executorGone(*run.executorID, run.ID):
+		return "the engine starting it is gone"
+	case run.executorSeenAt != nil && time.Since(*run.executorSeenAt) > executorStale:
+		return "its executor stopped reporting"
+	case run.executorID == nil && run.claimedAt != nil && time.Since(*run.claimedAt) > unclaimedStale:
+		return "no executor picked it up"
+	}
+	return ""
+}
+
+// reap fails running runs whose process is gone (after killing what is left of their
+// process on this machine) and returns their ids. Admitted runs that never started and
+// whose engine is gone go back to the queue: no process existed, so no retry is spent.
 func (e *engine) reap(ctx context.Context) ([]string, error) {
-	runs, err := e.a.runsQuery(ctx, `SELECT `+runColumns+` FROM heartbeat_runs WHERE status = 'running' ORDER BY started_at`)
+	runs, err := e.a.runsQuery(ctx, `SELECT `+runColumns+` FROM heartbeat_runs
+		WHERE status = 'running' OR (status = 'queued' AND claimed_at IS NOT NULL) ORDER BY started_at, created_at`)
 	if err != nil {
 		return nil, err
 	}
 	reaped := []string{}
 	for _, run := range runs {
+		if run.Status == runQueued {
+			if reason := e.strandedReason(run); reason != "" {
+				e.a.log.Info("admitted run never started; back to the queue", "run", run.ID, "reason", reason)
+				e.unclaim(ctx, run.ID)
+			}
+			continue
+		}
 		reason := e.lostReason(run)
 		if reason == "" {
 			continue
 		}
+		e.killSurvivors(run)
 		ok, err := e.markLost(ctx, run, reason)
 		if err != nil {
 			return reaped, err
@@ -307,7 +340,8 @@ func (e *engine) markLost(ctx context.Context, run *heartbeatRun, reason string)
 	a := e.a
 	msg := "Process lost: " + reason
 	tag, err := a.pool.Exec(ctx, `UPDATE heartbeat_runs SET status = 'failed', error = $2, error_code = 'process_lost',
-		finished_at = now(), updated_at = now() WHERE id = $1 AND status = 'running'`, run.ID, msg)
+		started_at = coalesce(started_at, now()), finished_at = now(), updated_at = now()
+		WHERE id = $1 AND (status = 'running' OR (status = 'queued' AND claimed_at IS NOT NULL))`, run.ID, msg)
 	if err != nil {
 		return false, fmt.Errorf("error failing lost run %s: %w", run.ID, err)
 	}

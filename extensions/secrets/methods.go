@@ -122,6 +122,8 @@ func init() {
 			"to plain values for a consumer {type: agent|run, id}; output {env}.", Call: (*Secrets).callResolveEnv, Requires: needsSecrets},
 		"grantedForAgent": {Description: "List the secrets granted to an agent. Input {agentId}; output {secrets: [granted-secret entries]}.",
 			Call: (*Secrets).callGrantedForAgent, Requires: needsSecrets},
+		"boundToAgent": {Description: "Which of some secrets the board bound to an agent explicitly (bindings, not config refs). " +
+			"Input {agentId, secretIds}; output {bound: [secretIds]}.", Call: (*Secrets).callBoundToAgent, Requires: needsSecrets},
 		"valueForAgent": {Description: "Read the value of a secret granted to an agent by its key. Input {agentId, key, runId, lowTrust}; " +
 			"output {key, value, version}.", Call: (*Secrets).callValueForAgent, Requires: needsSecrets},
 	})
@@ -478,3 +480,49 @@ func (s *Secrets) callValueForAgent(ctx context.Context, call *sdk.MethodCall) (
 
 // isGRPCNotFound reports whether a host call failed with NotFound.
 func isGRPCNotFound(err error) bool { return status.Code(err) == codes.NotFound }
+
+// BoundInput is the input of secrets.boundToAgent.
+type BoundInput struct {
+	AgentID   string   `json:"agentId"`
+	SecretIDs []string `json:"secretIds"`
+}
+
+// callBoundToAgent answers which of the given secrets are bound to the agent through an
+// explicit binding (made by the board), so an agent cannot grant itself a secret by naming it
+// in agent configuration.
+func (s *Secrets) callBoundToAgent(ctx context.Context, call *sdk.MethodCall) (any, error) {
+	var in BoundInput
+	if err := call.Bind(&in); err != nil {
+		return nil, err
+	}
+	companyID, err := s.agentInCompany(ctx, call, in.AgentID)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(in.SecretIDs))
+	for _, id := range in.SecretIDs {
+		if isUUID(id) {
+			ids = append(ids, id)
+		}
+	}
+	bound := []string{}
+	if len(ids) == 0 {
+		return map[string]any{"bound": bound}, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT b.secret_id::text FROM company_secret_bindings b
+		JOIN company_secrets s ON s.id = b.secret_id
+		WHERE b.company_id = $1 AND s.company_id = $1 AND b.target_type = 'agent' AND b.target_id = $2
+		  AND s.deleted_at IS NULL AND b.secret_id = ANY($3::uuid[])`, companyID, in.AgentID, ids)
+	if err != nil {
+		return nil, fmt.Errorf("error reading the bindings of agent %s: %w", in.AgentID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("error reading the bindings of agent %s: %w", in.AgentID, err)
+		}
+		bound = append(bound, id)
+	}
+	return map[string]any{"bound": bound}, rows.Err()
+}

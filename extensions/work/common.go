@@ -2,12 +2,17 @@ package work
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strconv"
 
+	"github.com/uptrace/bun"
+
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/outbox"
 )
 
 // The request helpers are the SDK's; these names keep the area files short.
@@ -43,10 +48,52 @@ func (w *Work) requirePermission(ctx context.Context, companyID, permission stri
 
 // activity appends an activity entry attributed to the request's actor.
 func (w *Work) activity(ctx context.Context, companyID, action, entityType, entityID string, details any) error {
-	return w.host.LogActivity(ctx, &sdk.ActivityEntry{
+	e := &sdk.ActivityEntry{
 		CompanyID: companyID, Actor: sdk.ActorFrom(ctx), Action: action, EntityType: entityType, EntityID: entityID, Details: details,
-	})
+	}
+	err := w.host.LogActivity(ctx, e)
+	if err == nil || w.outbox == nil {
+		return err
+	}
+	// The host could not take it now: the outbox retries until it does.
+	if _, oerr := w.outbox.LogActivity(ctx, w.pool, e); oerr != nil {
+		return errors.Join(err, oerr)
+	}
+	w.outbox.Kick()
+	return nil
 }
+
+// effects collects the outbox rows a write adds inside its transaction, to deliver once
+// it committed.
+type effects struct{ ids []string }
+
+// activityTx adds an activity entry to the outbox inside the write's transaction, so the
+// entry commits with the write and is delivered at least once (fx.deliver after the commit).
+func (w *Work) activityTx(ctx context.Context, tx bun.Tx, fx *effects, companyID, action, entityType, entityID string, details any) error {
+	e := &sdk.ActivityEntry{
+		CompanyID: companyID, Actor: sdk.ActorFrom(ctx), Action: action, EntityType: entityType, EntityID: entityID, Details: details,
+	}
+	id, err := w.outbox.LogActivity(ctx, tx.Tx, e) // the *sql.Tx under bun: the outbox writes $n placeholders
+	fx.ids = append(fx.ids, id)
+	return err
+}
+
+// wakeTx adds an agent wake to the outbox inside the write's transaction (see activityTx).
+func (w *Work) wakeTx(ctx context.Context, tx bun.Tx, fx *effects, req *WakeRequest) error {
+	if req.AgentID == "" {
+		return nil
+	}
+	in, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("error encoding wake: %w", err)
+	}
+	id, err := w.outbox.AddCall(ctx, tx.Tx, &outbox.Call{Method: "agents.wakeup", Actor: sdk.ActorFrom(ctx), CompanyID: req.CompanyID, Input: in})
+	fx.ids = append(fx.ids, id)
+	return err
+}
+
+// deliver delivers a committed write's outbox rows before its request answers.
+func (w *Work) deliver(ctx context.Context, fx *effects) { w.outbox.Deliver(ctx, fx.ids) }
 
 // WakeRequest asks the agents owner to wake an agent.
 type WakeRequest struct {
@@ -70,6 +117,15 @@ func (w *Work) wake(ctx context.Context, req *WakeRequest) {
 	case err == nil:
 	case sdk.IsMethodNotProvided(err):
 		w.log.Debug("no agents extension to wake agent", "agent", req.AgentID, "reason", req.Reason)
+	case w.outbox != nil:
+		// The agents extension could not take it now (restarting, say): the outbox retries;
+		// the wake's idempotency key keeps a repeat from waking twice.
+		in, _ := json.Marshal(req)
+		if _, oerr := w.outbox.AddCall(ctx, w.pool, &outbox.Call{Method: "agents.wakeup", Actor: sdk.ActorFrom(ctx),
+			CompanyID: req.CompanyID, Input: in}); oerr != nil {
+			w.log.Warn("error requesting wake", "agent", req.AgentID, "reason", req.Reason, "error", errors.Join(err, oerr))
+		}
+		w.outbox.Kick()
 	default:
 		w.log.Warn("error requesting wake", "agent", req.AgentID, "reason", req.Reason, "error", err)
 	}

@@ -629,6 +629,7 @@ func (w *Work) issueCreate(ctx context.Context, companyID string, body *IssueCre
 		return nil, false, fmt.Errorf("error numbering issue: %w", err)
 	}
 	iss.IssueNumber, iss.Identifier = num.Number, num.Identifier
+	var fx effects
 	err = w.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		ts := newIssueStore(tx)
 		if err := ts.IssueInsert(ctx, &IssueInsertParams{Issue: iss}); err != nil {
@@ -658,6 +659,10 @@ func (w *Work) issueCreate(ctx context.Context, companyID string, body *IssueCre
 				return err
 			}
 		}
+		// The entries and the assignee's wake commit with the issue (sdk/outbox).
+		if err := w.issueCreatedEffectsTx(ctx, tx, &fx, companyID, iss, blockerIDs, child); err != nil {
+			return err
+		}
 		return idem.Record(ctx, tx, http.StatusCreated, "/api/issues/"+iss.ID)
 	})
 	if err != nil {
@@ -670,23 +675,7 @@ func (w *Work) issueCreate(ctx context.Context, companyID string, body *IssueCre
 		}
 		return nil, false, err
 	}
-	w.activityOrLog(ctx, companyID, "issue.created", "issue", iss.ID, map[string]any{
-		"identifier": iss.Identifier, "title": iss.Title, "status": iss.Status, "priority": iss.Priority,
-		"assigneeAgentId": iss.AssigneeAgentID, "assigneeUserId": iss.AssigneeUserID, "parentId": iss.ParentID,
-		"originKind": iss.OriginKind, "originId": iss.OriginID,
-	})
-	if len(blockerIDs) > 0 {
-		w.activityOrLog(ctx, companyID, "issue.relations.updated", "issue", iss.ID, map[string]any{
-			"identifier": iss.Identifier, "blockedByIssueIds": blockerIDs, "added": blockerIDs, "removed": []string{}})
-	}
-	if child != nil && child.BlockParentUntilDone {
-		w.activityOrLog(ctx, companyID, "issue.relations.updated", "issue", child.Parent.ID, map[string]any{
-			"identifier": child.Parent.Identifier, "added": []string{iss.ID}, "removed": []string{}})
-	}
-	if iss.AssigneeAgentID != nil && !isTerminalIssueStatus(iss.Status) {
-		w.wake(ctx, &WakeRequest{AgentID: *iss.AssigneeAgentID, CompanyID: companyID, Source: "assignment", Reason: "issue_assigned",
-			Payload: map[string]any{"issueId": iss.ID}, IdempotencyKey: "issue_assigned:" + iss.ID + ":" + *iss.AssigneeAgentID})
-	}
+	w.deliver(ctx, &fx)
 	v, err := w.issueView(ctx, iss)
 	return v, true, err
 }
@@ -1453,4 +1442,52 @@ func issueNonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// issueCreatedEffectsTx adds what an issue create causes to the outbox inside its
+// transaction: the issue.created entry, relation entries and the assignee's wake.
+func (w *Work) issueCreatedEffectsTx(ctx context.Context, tx bun.Tx, fx *effects, companyID string, iss *Issue, blockerIDs []string, child *issueChildExtra) error {
+	for _, e := range issueCreatedEntries(companyID, iss, blockerIDs, child) {
+		if err := w.activityTx(ctx, tx, fx, companyID, e.action, "issue", e.entityID, e.details); err != nil {
+			return err
+		}
+	}
+	if wake := issueCreatedWake(companyID, iss); wake != nil {
+		return w.wakeTx(ctx, tx, fx, wake)
+	}
+	return nil
+}
+
+// issueEntry is one activity entry about an issue.
+type issueEntry struct {
+	action, entityID string
+	details          map[string]any
+}
+
+// issueCreatedEntries are the activity entries of an issue create.
+func issueCreatedEntries(companyID string, iss *Issue, blockerIDs []string, child *issueChildExtra) []issueEntry {
+	out := []issueEntry{{"issue.created", iss.ID, map[string]any{
+		"identifier": iss.Identifier, "title": iss.Title, "status": iss.Status, "priority": iss.Priority,
+		"assigneeAgentId": iss.AssigneeAgentID, "assigneeUserId": iss.AssigneeUserID, "parentId": iss.ParentID,
+		"originKind": iss.OriginKind, "originId": iss.OriginID,
+	}}}
+	if len(blockerIDs) > 0 {
+		out = append(out, issueEntry{"issue.relations.updated", iss.ID, map[string]any{
+			"identifier": iss.Identifier, "blockedByIssueIds": blockerIDs, "added": blockerIDs, "removed": []string{}}})
+	}
+	if child != nil && child.BlockParentUntilDone {
+		out = append(out, issueEntry{"issue.relations.updated", child.Parent.ID, map[string]any{
+			"identifier": child.Parent.Identifier, "added": []string{iss.ID}, "removed": []string{}}})
+	}
+	return out
+}
+
+// issueCreatedWake is the wake an issue create causes: its agent assignee, unless the issue
+// is created finished.
+func issueCreatedWake(companyID string, iss *Issue) *WakeRequest {
+	if iss.AssigneeAgentID == nil || isTerminalIssueStatus(iss.Status) {
+		return nil
+	}
+	return &WakeRequest{AgentID: *iss.AssigneeAgentID, CompanyID: companyID, Source: "assignment", Reason: "issue_assigned",
+		Payload: map[string]any{"issueId": iss.ID}, IdempotencyKey: "issue_assigned:" + iss.ID + ":" + *iss.AssigneeAgentID}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/keelhq/keel/sdk"
 	"github.com/keelhq/keel/sdk/idem"
 	"github.com/keelhq/keel/sdk/migrate"
+	"github.com/keelhq/keel/sdk/outbox"
 )
 
 // Key is the extension key; provided methods are "work.<method>".
@@ -49,8 +50,10 @@ type Work struct {
 	db      *bun.DB
 	log     hclog.Logger
 	dataDir string
-	cfg     Config
-	mux     http.Handler
+	// outbox delivers activity entries and agent wakes at least once (sdk/outbox).
+	outbox *outbox.Outbox
+	cfg    Config
+	mux    http.Handler
 }
 
 // New returns an unconfigured Work.
@@ -82,6 +85,7 @@ func (w *Work) Configure(ctx context.Context, env *sdk.Env) error {
 	w.pool, w.sqlDB = db.Pool, db.SQL
 	w.db = bun.NewDB(w.sqlDB, pgdialect.New())
 	w.mux = idem.Wrap(db.Pool, table.Mux(w), idem.Options{Logger: w.log})
+	w.outbox = outbox.Start(db.Pool, Schema+"."+outbox.DefaultTable, env.Host, w.log)
 	return nil
 }
 
@@ -111,6 +115,7 @@ func (w *Work) Health(ctx context.Context) error {
 
 // Stop closes the database.
 func (w *Work) Stop(context.Context) error {
+	w.outbox.Stop()
 	if w.sqlDB != nil {
 		_ = w.sqlDB.Close()
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/google/uuid"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -134,6 +135,11 @@ func (s *activity) Append(ctx context.Context, req *hostv1.AppendActivityRequest
 	if actorType == "" {
 		actorType, actorID = "plugin", s.m.Key
 	}
+	if req.Id != "" {
+		if _, err := uuid.Parse(req.Id); err != nil {
+			return nil, status.Error(codes.InvalidArgument, "id must be a UUID")
+		}
+	}
 	var details any
 	if len(req.DetailsJson) > 0 {
 		if !json.Valid(req.DetailsJson) {
@@ -144,7 +150,7 @@ func (s *activity) Append(ctx context.Context, req *hostv1.AppendActivityRequest
 	e, err := s.d.Kernel.ActivityInsert(ctx, &kernel.ActivityInsertParams{
 		CompanyID: req.CompanyId, ActorType: actorType, ActorID: actorID, Action: req.Action,
 		EntityType: req.EntityType, EntityID: req.EntityId, AgentID: req.AgentId, RunID: req.RunId,
-		Details: details, Source: s.m.Key,
+		Details: details, Source: s.m.Key, ID: req.Id,
 	})
 	if err != nil {
 		return nil, internal(err)

@@ -139,14 +139,21 @@ type Info struct {
 type RunEvent struct {
 	// Seq orders events within a run, from 1.
 	Seq int64 `json:"seq"`
-	// Kind is log, event or spawn (the process started; PID is set).
+	// Kind is log, event or spawn (the process started; PID is set). A local adapter's run
+	// stays queued until its spawn event (or its first stdout or stderr output) arrives.
 	Kind string `json:"kind"`
 	// Stream is stdout, stderr or system for logs.
 	Stream  string          `json:"stream,omitempty"`
 	Text    string          `json:"text,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`
 	PID     int             `json:"pid,omitempty"`
-	At      time.Time       `json:"at"`
+	// PGID is the spawned process's group (spawn events of adapters that start each run in
+	// its own group); a restarted node kills what is left of the group.
+	PGID int `json:"pgid,omitempty"`
+	// StartTicks is the spawned process's start time in clock ticks since boot
+	// (ProcessStartTicks), so a restarted node never signals a recycled pid.
+	StartTicks uint64    `json:"startTicks,omitempty"`
+	At         time.Time `json:"at"`
 }
 
 // RunEventsRequest is the input of agents.runEvents.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/keelhq/keel/sdk/idem"
+	"github.com/keelhq/keel/sdk/outbox"
 )
 
 // Database is an extension's connection to its own schema: a pgx pool and a database/sql
@@ -35,7 +36,7 @@ type OpenParams struct {
 }
 
 // Open connects to an extension's database and applies its embedded migrations, then the
-// SDK's own line (the Idempotency-Key table of sdk/idem). On an error nothing is left open.
+// SDK's own lines (the Idempotency-Key table of sdk/idem, the outbox of sdk/outbox). On an error nothing is left open.
 func Open(ctx context.Context, p OpenParams) (*Database, error) {
 	cfg, err := pgxpool.ParseConfig(p.URL)
 	if err != nil {
@@ -57,6 +58,11 @@ func Open(ctx context.Context, p OpenParams) (*Database, error) {
 		// Every extension remembers Idempotency-Keys in its own schema (see sdk/idem).
 		_, err = Apply(ctx, db.SQL, Params{Line: p.Line + ".idem", Table: p.Schema + ".schema_migrations",
 			Migrations: []Migration{{Name: "0001_idempotency_keys", SQL: idem.TableSQL(p.Schema + "." + idem.DefaultTable)}}})
+	}
+	if err == nil {
+		// Every extension may keep an outbox of activity entries and calls (see sdk/outbox).
+		_, err = Apply(ctx, db.SQL, Params{Line: p.Line + ".outbox", Table: p.Schema + ".schema_migrations",
+			Migrations: []Migration{{Name: "0001_outbox", SQL: outbox.TableSQL(p.Schema + "." + outbox.DefaultTable)}}})
 	}
 	if err != nil {
 		db.Close()

@@ -30,14 +30,17 @@ type AppendActivityRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	CompanyId string                 `protobuf:"bytes,1,opt,name=company_id,json=companyId,proto3" json:"company_id,omitempty"`
 	// actor_type is agent, user, system or plugin; empty means plugin (the calling extension).
-	ActorType     string `protobuf:"bytes,2,opt,name=actor_type,json=actorType,proto3" json:"actor_type,omitempty"`
-	ActorId       string `protobuf:"bytes,3,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
-	Action        string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
-	EntityType    string `protobuf:"bytes,5,opt,name=entity_type,json=entityType,proto3" json:"entity_type,omitempty"`
-	EntityId      string `protobuf:"bytes,6,opt,name=entity_id,json=entityId,proto3" json:"entity_id,omitempty"`
-	AgentId       string `protobuf:"bytes,7,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	RunId         string `protobuf:"bytes,8,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	DetailsJson   []byte `protobuf:"bytes,9,opt,name=details_json,json=detailsJson,proto3" json:"details_json,omitempty"`
+	ActorType   string `protobuf:"bytes,2,opt,name=actor_type,json=actorType,proto3" json:"actor_type,omitempty"`
+	ActorId     string `protobuf:"bytes,3,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
+	Action      string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
+	EntityType  string `protobuf:"bytes,5,opt,name=entity_type,json=entityType,proto3" json:"entity_type,omitempty"`
+	EntityId    string `protobuf:"bytes,6,opt,name=entity_id,json=entityId,proto3" json:"entity_id,omitempty"`
+	AgentId     string `protobuf:"bytes,7,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	RunId       string `protobuf:"bytes,8,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	DetailsJson []byte `protobuf:"bytes,9,opt,name=details_json,json=detailsJson,proto3" json:"details_json,omitempty"`
+	// id, when set (a UUID), makes the append idempotent: an entry already recorded under this
+	// id is not written or delivered again. Outboxes that drain at least once set it.
+	Id            string `protobuf:"bytes,10,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -133,6 +136,13 @@ func (x *AppendActivityRequest) GetDetailsJson() []byte {
 		return x.DetailsJson
 	}
 	return nil
+}
+
+func (x *AppendActivityRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
 }
 
 type AppendActivityResponse struct {
@@ -2197,7 +2207,7 @@ var File_host_v1_host_proto protoreflect.FileDescriptor
 
 const file_host_v1_host_proto_rawDesc = "" +
 	"\n" +
-	"\x12host/v1/host.proto\x12\fkeel.host.v1\x1a\x1cextension/v1/extension.proto\"\x9b\x02\n" +
+	"\x12host/v1/host.proto\x12\fkeel.host.v1\x1a\x1cextension/v1/extension.proto\"\xab\x02\n" +
 	"\x15AppendActivityRequest\x12\x1d\n" +
 	"\n" +
 	"company_id\x18\x01 \x01(\tR\tcompanyId\x12\x1d\n" +
@@ -2210,7 +2220,9 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\tentity_id\x18\x06 \x01(\tR\bentityId\x12\x19\n" +
 	"\bagent_id\x18\a \x01(\tR\aagentId\x12\x15\n" +
 	"\x06run_id\x18\b \x01(\tR\x05runId\x12!\n" +
-	"\fdetails_json\x18\t \x01(\fR\vdetailsJson\"G\n" +
+	"\fdetails_json\x18\t \x01(\fR\vdetailsJson\x12\x0e\n" +
+	"\x02id\x18\n" +
+	" \x01(\tR\x02id\"G\n" +
 	"\x16AppendActivityResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +

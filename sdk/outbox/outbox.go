@@ -1,0 +1,335 @@
+// Package outbox makes an extension's activity entries and follow-up calls (an agent wake
+// after an assignment, say) as durable as the write they describe. The writer adds them to
+// a table in its own schema, inside the transaction of its write when it has one; a drainer
+// in the extension's process delivers them to the host at least once and deletes them, and
+// retries with backoff while the host or the called extension is unavailable, also after a
+// restart. Activity entries carry their outbox id, so a repeated delivery records nothing
+// twice; calls must be idempotent themselves (a wake carries an idempotency key).
+//
+// migrate.Open creates the table (DefaultTable) in every extension's schema.
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/keelhq/keel/sdk"
+	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
+)
+
+// DefaultTable is the outbox table's name in an extension's schema.
+const DefaultTable = "outbox"
+
+// TableSQL creates the outbox table (schema-qualified name).
+func TableSQL(table string) string {
+	return `CREATE TABLE IF NOT EXISTS ` + table + ` (
+    id              uuid PRIMARY KEY,
+    kind            text NOT NULL,
+    payload         jsonb NOT NULL,
+    attempts        integer NOT NULL DEFAULT 0,
+    next_attempt_at timestamptz NOT NULL DEFAULT now(),
+    created_at      timestamptz NOT NULL DEFAULT now()
+)`
+}
+
+// Kinds of outbox rows.
+const (
+	kindActivity = "activity"
+	kindCall     = "call"
+)
+
+// Activity is an activity entry to append (the host's Activity.Append).
+type Activity struct {
+	CompanyID  string          `json:"companyId"`
+	ActorType  string          `json:"actorType,omitempty"`
+	ActorID    string          `json:"actorId,omitempty"`
+	Action     string          `json:"action"`
+	EntityType string          `json:"entityType"`
+	EntityID   string          `json:"entityId"`
+	AgentID    string          `json:"agentId,omitempty"`
+	RunID      string          `json:"runId,omitempty"`
+	Details    json.RawMessage `json:"details,omitempty"`
+}
+
+// Call is a provided method of another extension to invoke (Host.Call).
+type Call struct {
+	Method    string          `json:"method"`
+	CompanyID string          `json:"companyId"`
+	Actor     *sdk.Actor      `json:"actor,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+}
+
+// Outbox adds rows to an extension's outbox table and drains them.
+type Outbox struct {
+	pool  *pgxpool.Pool
+	table string
+	host  *sdk.Host
+	log   hclog.Logger
+	kick  chan struct{}
+
+	stopOnce sync.Once
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+// sweepEvery is how often the drainer looks for rows nobody kicked (left by a crash, or
+// waiting for a retry).
+const sweepEvery = 2 * time.Second
+
+// Start returns the outbox of table (schema-qualified) and starts its drainer, which runs
+// until Stop.
+func Start(pool *pgxpool.Pool, table string, host *sdk.Host, log hclog.Logger) *Outbox {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	o := &Outbox{pool: pool, table: table, host: host, log: log, kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go o.run()
+	return o
+}
+
+// Stop ends the drainer; undelivered rows wait for the next start.
+func (o *Outbox) Stop() {
+	if o == nil {
+		return
+	}
+	o.stopOnce.Do(func() { close(o.stop) })
+	<-o.done
+}
+
+// Kick asks the drainer to deliver now; call it after the transaction that added rows
+// committed.
+func (o *Outbox) Kick() {
+	if o == nil {
+		return
+	}
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
+}
+
+// AddActivity adds an activity entry through db: a transaction (pgx.Tx or *sql.Tx; for a
+// bun.Tx pass its Tx field, since bun rewrites placeholders) to make it part of a write, or
+// a pool for a write that already committed.
+func (o *Outbox) AddActivity(ctx context.Context, db any, a *Activity) (string, error) {
+	return o.add(ctx, db, kindActivity, a)
+}
+
+// AddCall adds a method call through db (see AddActivity).
+func (o *Outbox) AddCall(ctx context.Context, db any, c *Call) (string, error) {
+	return o.add(ctx, db, kindCall, c)
+}
+
+func (o *Outbox) add(ctx context.Context, db any, kind string, v any) (string, error) {
+	payload, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("error encoding outbox %s: %w", kind, err)
+	}
+	q := `INSERT INTO ` + o.table + ` (id, kind, payload) VALUES ($1, $2, $3)`
+	id := uuid.NewString()
+	switch x := db.(type) {
+	case interface {
+		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+	}:
+		_, err = x.Exec(ctx, q, id, kind, string(payload))
+	case interface {
+		ExecContext(context.Context, string, ...any) (sql.Result, error)
+	}:
+		_, err = x.ExecContext(ctx, q, id, kind, string(payload))
+	default:
+		return "", fmt.Errorf("outbox: cannot execute through %T", db)
+	}
+	if err != nil {
+		return "", fmt.Errorf("error adding outbox %s: %w", kind, err)
+	}
+	return id, nil
+}
+
+func (o *Outbox) run() {
+	defer close(o.done)
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-o.stop:
+			return
+		case <-o.kick:
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		for {
+			n, err := o.drain(ctx)
+			if err != nil {
+				o.log.Warn("error draining the outbox", "error", err)
+				break
+			}
+			if n < drainBatch {
+				break
+			}
+		}
+		cancel()
+	}
+}
+
+// Deliver delivers rows this process just committed, before the request that wrote them
+// answers, so a reader sees the activity at once (as with a direct append). A row the
+// background drainer holds is waited for; a failed one stays for the drainer to retry.
+func (o *Outbox) Deliver(ctx context.Context, ids []string) {
+	if o == nil || len(ids) == 0 {
+		return
+	}
+	if _, err := o.deliverRows(ctx, `WHERE id = ANY($1::uuid[]) ORDER BY created_at, id FOR UPDATE`, ids); err != nil {
+		o.log.Warn("error delivering outbox rows; the drainer retries them", "error", err)
+		o.Kick()
+	}
+}
+
+// drainBatch is how many rows one drain pass claims.
+const drainBatch = 100
+
+// drain delivers up to drainBatch due rows, locked so that concurrent drainers (several
+// processes) never deliver one row at once, and returns how many it claimed.
+func (o *Outbox) drain(ctx context.Context) (int, error) {
+	return o.deliverRows(ctx, `WHERE next_attempt_at <= now() ORDER BY created_at, id LIMIT `+fmt.Sprint(drainBatch)+
+		` FOR UPDATE SKIP LOCKED`, nil)
+}
+
+// deliverRows locks the rows the clause selects, delivers each, deletes the delivered (and
+// the undeliverable) ones and reschedules the rest with backoff, in one transaction. It
+// returns how many rows it locked.
+func (o *Outbox) deliverRows(ctx context.Context, clause string, ids []string) (int, error) {
+	tx, err := o.pool.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	var args []any
+	if ids != nil {
+		args = append(args, ids)
+	}
+	rows, err := tx.Query(ctx, `SELECT id::text, kind, payload, attempts FROM `+o.table+` `+clause, args...)
+	if err != nil {
+		return 0, err
+	}
+	type row struct {
+		id, kind string
+		payload  []byte
+		attempts int
+	}
+	batch, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		err := r.Scan(&x.id, &x.kind, &x.payload, &x.attempts)
+		return x, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range batch {
+		err := o.deliver(ctx, r.id, r.kind, r.payload)
+		switch {
+		case err == nil || permanent(err):
+			if err != nil {
+				o.log.Warn("dropping an outbox row that cannot be delivered", "id", r.id, "kind", r.kind, "error", err)
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM `+o.table+` WHERE id = $1`, r.id); err != nil {
+				return 0, err
+			}
+		default:
+			backoff := time.Duration(math.Min(math.Pow(2, float64(r.attempts)), 300)) * time.Second
+			o.log.Debug("outbox delivery failed; retrying later", "id", r.id, "kind", r.kind, "in", backoff, "error", err)
+			if _, err := tx.Exec(ctx, `UPDATE `+o.table+` SET attempts = attempts + 1,
+				next_attempt_at = now() + make_interval(secs => $2) WHERE id = $1`, r.id, backoff.Seconds()); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(batch), tx.Commit(ctx)
+}
+
+// deliver sends one row to the host.
+func (o *Outbox) deliver(ctx context.Context, id, kind string, payload []byte) error {
+	switch kind {
+	case kindActivity:
+		var a Activity
+		if err := json.Unmarshal(payload, &a); err != nil {
+			return errPermanent{err}
+		}
+		_, err := o.host.Activity.Append(ctx, &hostv1.AppendActivityRequest{Id: id, CompanyId: a.CompanyID,
+			ActorType: a.ActorType, ActorId: a.ActorID, Action: a.Action, EntityType: a.EntityType, EntityId: a.EntityID,
+			AgentId: a.AgentID, RunId: a.RunID, DetailsJson: a.Details})
+		return err
+	case kindCall:
+		var c Call
+		if err := json.Unmarshal(payload, &c); err != nil {
+			return errPermanent{err}
+		}
+		return o.host.Call(ctx, c.Method, c.Actor, c.CompanyID, c.Input, nil)
+	}
+	return errPermanent{fmt.Errorf("unknown outbox kind %q", kind)}
+}
+
+// errPermanent marks a row that no retry can deliver.
+type errPermanent struct{ error }
+
+// permanent reports whether a delivery error will not change on a retry: a malformed row,
+// a refused entry (the company is gone, the input is invalid), a method nobody provides, or
+// a call the owner answered with a 4xx.
+func permanent(err error) bool {
+	var p errPermanent
+	if errors.As(err, &p) {
+		return true
+	}
+	if sdk.IsMethodNotProvided(err) {
+		return true
+	}
+	var se *sdk.Error
+	if errors.As(err, &se) {
+		return se.Status >= 400 && se.Status < 500
+	}
+	switch status.Code(errors.Unwrap(err)) {
+	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.FailedPrecondition:
+		return true
+	}
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.FailedPrecondition:
+		return true
+	}
+	return false
+}
+
+// LogActivity adds an activity entry described as for sdk.Host.LogActivity (the actor
+// becomes the entry's actor) through db (see AddActivity).
+func (o *Outbox) LogActivity(ctx context.Context, db any, e *sdk.ActivityEntry) (string, error) {
+	a := &Activity{CompanyID: e.CompanyID, Action: e.Action, EntityType: e.EntityType, EntityID: e.EntityID}
+	if x := e.Actor; x != nil {
+		switch x.Type {
+		case "agent":
+			a.ActorType, a.ActorID, a.AgentID, a.RunID = "agent", x.AgentId, x.AgentId, x.RunId
+		case "board":
+			a.ActorType, a.ActorID = "user", x.UserId
+		}
+	}
+	if e.Details != nil {
+		b, err := json.Marshal(e.Details)
+		if err != nil {
+			return "", fmt.Errorf("error encoding activity details: %w", err)
+		}
+		a.Details = b
+	}
+	return o.AddActivity(ctx, db, a)
+}
