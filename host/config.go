@@ -41,6 +41,9 @@ type Config struct {
 	EnableCompanyDeletion bool
 	// AttachmentMaxBytes is the attachment size limit (SERVICE_ATTACHMENT_MAX_BYTES, 10 MiB).
 	AttachmentMaxBytes int64
+	// MaxBodyBytes limits a request body other than a multipart upload, counted after
+	// decompression (SERVICE_MAX_BODY_BYTES, default 2 MiB).
+	MaxBodyBytes int
 	// LogLevel is trace, debug, info, warn or error (SERVICE_LOG_LEVEL, default info).
 	LogLevel string
 	// Executable runs first-party extensions; defaults to this executable.
@@ -95,6 +98,7 @@ func ConfigFromEnv() (Config, error) {
 	var maxBytes int
 	num("SERVICE_ATTACHMENT_MAX_BYTES", &maxBytes)
 	c.AttachmentMaxBytes = int64(maxBytes)
+	num("SERVICE_MAX_BODY_BYTES", &c.MaxBodyBytes)
 	if v := os.Getenv("SERVICE_EXTENSIONS_PATH"); v != "" {
 		for _, p := range strings.Split(v, string(os.PathListSeparator)) {
 			if p != "" {

@@ -98,7 +98,8 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 		DeploymentMode: cfg.DeploymentMode, DeploymentExposure: cfg.DeploymentExposure, PublicBaseURL: cfg.PublicBaseURL,
 		APIURL: apiURL, AgentJWTSecret: cfg.AgentJWTSecret, AgentJWTTTL: cfg.AgentJWTTTL,
 		EnableCompanyDeletion: cfg.EnableCompanyDeletion, AttachmentMaxBytes: cfg.AttachmentMaxBytes,
-		Logger: logger.Named("kernel"),
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Logger:       logger.Named("kernel"),
 	})
 	if qerr := <-queueMigrated; err == nil {
 		err = qerr

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -105,8 +106,8 @@ func (e *agentKeyCreateEndpoint) Execute(ctx context.Context, req *agentKeyCreat
 		scope.Kind = req.Scope.Kind
 	}
 	var details []ValidationDetail
-	if len(name) > 200 {
-		details = append(details, ValidationDetail{Path: "name", Message: "must be at most 200 characters"})
+	if utf8.RuneCountInString(name) > maxKeyNameLen {
+		details = append(details, ValidationDetail{Path: "name", Message: fmt.Sprintf("must be at most %d characters", maxKeyNameLen)})
 	}
 	if !slices.Contains(agentKeyScopeKinds, scope.Kind) {
 		details = append(details, ValidationDetail{Path: "scope.kind", Message: "must be one of standard, task_bridge, skill_test"})

@@ -145,7 +145,11 @@ var (
 const (
 	maxCompanyNameLen        = 200
 	maxCompanyDescriptionLen = 10000
-	maxLogoURLLen            = 2048
+	maxPauseReasonLen        = 1000
+	maxTermsVersionLen       = 200
+	// maxKeyNameLen limits the label of an API key.
+	maxKeyNameLen = 200
+	maxLogoURLLen = 2048
 )
 
 func validLogoURL(s string) bool {
@@ -844,6 +848,9 @@ func (e *companyUpdateEndpoint) Execute(ctx context.Context, req *companyUpdateR
 		d.add("status", "must be one of active, paused, archived")
 	}
 	note("status", req.Status.Set, false, req.Status.Value)
+	if req.PauseReason.Set && utf8.RuneCountInString(req.PauseReason.Value) > maxPauseReasonLen {
+		d.add("pauseReason", fmt.Sprintf("must be at most %d characters", maxPauseReasonLen))
+	}
 	note("pauseReason", req.PauseReason.Set, req.PauseReason.Null, req.PauseReason.Value)
 	for _, f := range []struct {
 		key string
@@ -888,6 +895,9 @@ func (e *companyUpdateEndpoint) Execute(ctx context.Context, req *companyUpdateR
 		d.add("feedbackDataSharingEnabled", "must be a boolean")
 	}
 	note("feedbackDataSharingEnabled", req.FeedbackDataSharingEnabled.Set, false, req.FeedbackDataSharingEnabled.Value)
+	if req.FeedbackDataSharingTermsVersion.Set && utf8.RuneCountInString(req.FeedbackDataSharingTermsVersion.Value) > maxTermsVersionLen {
+		d.add("feedbackDataSharingTermsVersion", fmt.Sprintf("must be at most %d characters", maxTermsVersionLen))
+	}
 	note("feedbackDataSharingTermsVersion", req.FeedbackDataSharingTermsVersion.Set, req.FeedbackDataSharingTermsVersion.Null, req.FeedbackDataSharingTermsVersion.Value)
 	if err := d.err(); err != nil {
 		return nil, err

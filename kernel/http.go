@@ -11,6 +11,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
+
+	"github.com/keelhq/keel/sdk/pgerr"
 )
 
 // HandlerFunc serves one matched route after the kernel has resolved and checked the actor.
@@ -52,6 +54,9 @@ func (k *Kernel) Dispatch(c *fiber.Ctx) error {
 		return WriteError(c, NotFound("Not found"))
 	}
 	route := match.Route
+	if apiErr := k.checkInput(c, match.Params); apiErr != nil {
+		return WriteError(c, apiErr)
+	}
 	ctx := c.UserContext()
 	actor, apiErr := k.ResolveActor(ctx, RequestCredentials{
 		Authorization: c.Get(fiber.HeaderAuthorization),
@@ -164,6 +169,10 @@ func isUUID(s string) bool {
 // error handler and answered with a generic 500.
 func WriteError(c *fiber.Ctx, err error) error {
 	apiErr := AsAPIError(err)
+	if apiErr.Status == http.StatusInternalServerError && pgerr.Unavailable(apiErr.Internal) {
+		apiErr = &APIError{Status: http.StatusServiceUnavailable, Message: pgerr.Message, Code: pgerr.Code, Internal: apiErr.Internal}
+		c.Set(fiber.HeaderRetryAfter, "1")
+	}
 	if apiErr.Status >= 500 && apiErr.Internal != nil {
 		if lg, ok := c.Locals("logger").(interface{ Error(string, ...any) }); ok {
 			lg.Error("request failed", "path", c.Path(), "error", apiErr.Internal)
@@ -222,10 +231,12 @@ func decodeJSON(c *fiber.Ctx, v any, strict bool) error {
 	return nil
 }
 
-// NewApp returns the Fiber app that serves the kernel's composed API.
+// NewApp returns the Fiber app that serves the kernel's composed API. bodyLimit caps the
+// bytes read off the wire (0 takes MaxBodyBytes); the route-level limits, which count
+// decompressed bytes and depend on the media type, are checked in Dispatch.
 func (k *Kernel) NewApp(bodyLimit int) *fiber.App {
 	if bodyLimit <= 0 {
-		bodyLimit = 32 << 20
+		bodyLimit = k.MaxBodyBytes()
 	}
 	app := fiber.New(fiber.Config{
 		DisableStartupMessage: true,
@@ -236,6 +247,9 @@ func (k *Kernel) NewApp(bodyLimit int) *fiber.App {
 		ErrorHandler: func(c *fiber.Ctx, err error) error {
 			var fe *fiber.Error
 			if errors.As(err, &fe) {
+				if fe.Code == http.StatusRequestEntityTooLarge {
+					return WriteError(c, bodyTooLarge(bodyLimit))
+				}
 				return WriteError(c, NewAPIError(fe.Code, fe.Message))
 			}
 			k.log.Error("request failed", "path", c.Path(), "error", err)

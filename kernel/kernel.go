@@ -52,7 +52,10 @@ type Config struct {
 	EnableCompanyDeletion bool
 	// AttachmentMaxBytes is the instance default attachment size limit.
 	AttachmentMaxBytes int64
-	Logger             hclog.Logger
+	// MaxBodyBytes limits a request body that is not a multipart upload, counted after
+	// decompression (default DefaultMaxBodyBytes); uploads are limited by AttachmentMaxBytes.
+	MaxBodyBytes int
+	Logger       hclog.Logger
 }
 
 // Validate checks the deployment settings against the spec's rules.
@@ -82,6 +85,12 @@ func (c *Config) Validate() error {
 	}
 	if c.AttachmentMaxBytes <= 0 {
 		c.AttachmentMaxBytes = 10 << 20
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxBodyBytes > MaxAttachmentBytes {
+		return fmt.Errorf("the request body limit %d is above the largest keel accepts (%d)", c.MaxBodyBytes, MaxAttachmentBytes)
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 
+	"github.com/keelhq/keel/sdk/pgerr"
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
 )
 
@@ -102,11 +103,17 @@ func WriteError(w http.ResponseWriter, status int, message string) {
 	WriteJSON(w, status, map[string]string{"error": message})
 }
 
-// WriteErr writes err as an API error: an *Error keeps its status, code and details;
-// anything else is a 500 whose text is not leaked.
+// WriteErr writes err as an API error: an *Error keeps its status, code and details; an
+// error saying the database cannot be reached (see pgerr.Unavailable) is a 503 with the
+// code database_unavailable; anything else is a 500 whose text is not leaked.
 func WriteErr(w http.ResponseWriter, err error) {
 	e, ok := err.(*Error)
 	if !ok {
+		if pgerr.Unavailable(err) {
+			w.Header().Set("Retry-After", "1")
+			WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": pgerr.Message, "code": pgerr.Code})
+			return
+		}
 		WriteError(w, http.StatusInternalServerError, "Internal server error")
 		return
 	}

@@ -29,8 +29,15 @@ func Serve(ext Extension) {
 const (
 	grpcStreamWindow = 4 << 20
 	grpcConnWindow   = 16 << 20
-	grpcMaxMessage   = 64 << 20
 )
+
+// GRPCMaxMessage is the message size limit of every gRPC connection between the host and
+// an extension, both ways and on the host-services broker too. It sits above the largest
+// request body the host accepts (a 1 GiB attachment upload with its multipart framing), so
+// a body the host let through never fails inside gRPC; it is a limit, not an allocation.
+const GRPCMaxMessage = 1<<30 + 64<<20
+
+const grpcMaxMessage = GRPCMaxMessage
 
 // GRPCDialOptions are the host's dial options for an extension's gRPC connection.
 func GRPCDialOptions() []grpc.DialOption {
@@ -41,7 +48,8 @@ func GRPCDialOptions() []grpc.DialOption {
 	}
 }
 
-// GRPCServerOptions are an extension's gRPC server options (see GRPCDialOptions).
+// GRPCServerOptions are an extension's gRPC server options, and the host's for the
+// host-services server it offers each extension over the broker (see GRPCDialOptions).
 func GRPCServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(grpcMaxMessage),

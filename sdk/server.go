@@ -61,7 +61,7 @@ func (s *server) Configure(ctx context.Context, req *extensionv1.ConfigureReques
 		APIURL: req.ApiUrl, KernelVersion: req.KernelVersion, Logger: s.log,
 	}
 	if s.broker != nil && req.HostBrokerId != 0 {
-		conn, err := s.broker.Dial(req.HostBrokerId)
+		conn, err := s.broker.DialWithOptions(req.HostBrokerId, GRPCDialOptions()...)
 		if err != nil {
 			return nil, status.Errorf(codes.Unavailable, "error dialing host services: %v", err)
 		}

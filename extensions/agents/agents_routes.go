@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/uptrace/bun"
 	"google.golang.org/grpc/codes"
@@ -172,9 +173,12 @@ func (a *Agents) newConfig(ctx context.Context, companyID string, b *agentCreate
 	switch {
 	case b.Name == "":
 		errs.add("name", "is required")
-	case len(b.Name) > 200:
-		errs.add("name", "must be at most 200 characters")
+	default:
+		limitText(&errs, "name", &b.Name, agentNameMax)
 	}
+	limitText(&errs, "title", b.Title, agentTitleMax)
+	limitText(&errs, "icon", b.Icon, agentIconMax)
+	limitText(&errs, "capabilities", b.Capabilities, agentCapabilitiesMax)
 	role := strings.TrimSpace(b.Role)
 	if role == "" {
 		role = "general"
@@ -591,6 +595,8 @@ func (a *Agents) applyPatch(ctx context.Context, ag *agentRef, raw map[string]js
 		var name string
 		if json.Unmarshal(v, &name) != nil || strings.TrimSpace(name) == "" {
 			errs.add("name", "must be a non-empty string")
+		} else if name = strings.TrimSpace(name); utf8.RuneCountInString(name) > agentNameMax {
+			limitText(&errs, "name", &name, agentNameMax)
 		} else if name = strings.TrimSpace(name); name != ag.ID.Name {
 			ros, err := a.loadRoster(ctx, ag.ID.CompanyId)
 			if err != nil {
@@ -613,12 +619,15 @@ func (a *Agents) applyPatch(ctx context.Context, ag *agentRef, raw map[string]js
 	}
 	if v, ok := raw["title"]; ok {
 		cfg.Title = optString(&errs, "title", v)
+		limitText(&errs, "title", cfg.Title, agentTitleMax)
 	}
 	if v, ok := raw["icon"]; ok {
 		cfg.Icon = optString(&errs, "icon", v)
+		limitText(&errs, "icon", cfg.Icon, agentIconMax)
 	}
 	if v, ok := raw["capabilities"]; ok {
 		cfg.Capabilities = optString(&errs, "capabilities", v)
+		limitText(&errs, "capabilities", cfg.Capabilities, agentCapabilitiesMax)
 	}
 	if v, ok := raw["reportsTo"]; ok {
 		cfg.ReportsTo = optString(&errs, "reportsTo", v)

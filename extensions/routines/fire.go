@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/keelhq/keel/sdk"
 )
@@ -160,6 +161,11 @@ func (x *Routines) fireRoute(rw http.ResponseWriter, r *http.Request) {
 			x.writeErr(rw, err)
 			return
 		}
+	}
+	if !json.Valid(body) && (bytes.IndexByte(body, 0) >= 0 || !utf8.Valid(body)) {
+		// Stored as {"rawBody": text}; PostgreSQL refuses a NUL in it.
+		x.writeErr(rw, invalid("body", "a body that is not JSON must be UTF-8 text without NUL characters"))
+		return
 	}
 	payload, variables := webhookPayload(body)
 	if paused, err := x.projectPaused(ctx, rt); err != nil {

@@ -124,9 +124,15 @@ func TestWebhookFire(t *testing.T) {
 
 	t.Run("None", func(t *testing.T) {
 		w := f.hook(t, id, map[string]any{"signingMode": "none"})
-		res := h.Do("POST", w.path, "not json at all")
+		res := h.Do("POST", w.path, "not json at all", "Content-Type", "text/plain")
 		require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
 		require.Equal(t, map[string]any{"rawBody": "not json at all"}, res.Map(t)["triggerPayload"])
+		// A JSON body must parse and hold storable text; a text body must be storable too.
+		wantValidation(t, h.Do("POST", w.path, `{"ref":`), "")
+		wantValidation(t, h.Do("POST", w.path, `{"ref":"a\u0000b"}`), "ref")
+		wantValidation(t, h.Do("POST", w.path, "{\"ref\":\"caf\xe9\"}"), "ref")
+		wantValidation(t, h.Do("POST", w.path, "a\x00b", "Content-Type", "text/plain"), "body")
+		wantValidation(t, h.Do("POST", w.path, "a\x00b", "Content-Type", "application/octet-stream"), "body")
 		res = h.Do("POST", w.path, nil)
 		require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
 	})

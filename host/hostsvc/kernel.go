@@ -13,6 +13,7 @@ import (
 
 	"github.com/keelhq/keel/kernel"
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/pgerr"
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
@@ -62,7 +63,14 @@ func (b *base) need(capability string) error {
 	return nil
 }
 
-func internal(err error) error { return status.Error(codes.Internal, err.Error()) }
+// internal maps an unexpected failure to a gRPC status; an unreachable database is
+// Unavailable with pgerr's message, so the extension answers 503 database_unavailable.
+func internal(err error) error {
+	if pgerr.Unavailable(err) {
+		return pgerr.Status()
+	}
+	return status.Error(codes.Internal, err.Error())
+}
 
 // companyMustExist refuses calls scoped to a company that does not exist.
 func (b *base) companyMustExist(ctx context.Context, id string) error {
@@ -362,6 +370,9 @@ func (s *principals) SetPermission(ctx context.Context, req *hostv1.SetPermissio
 
 // apiStatus maps a kernel APIError to a gRPC status with the same meaning.
 func apiStatus(err error) error {
+	if pgerr.Unavailable(err) {
+		return pgerr.Status()
+	}
 	var apiErr *kernel.APIError
 	if !errors.As(err, &apiErr) {
 		return internal(err)

@@ -309,7 +309,7 @@ func (m *managed) launchProcess(ctx context.Context, configure *extensionv1.Conf
 	brokerID := c.Broker.NextId()
 	svc := m.services
 	go c.Broker.AcceptAndServe(brokerID, func(opts []grpc.ServerOption) *grpc.Server {
-		srv := grpc.NewServer(opts...)
+		srv := grpc.NewServer(append(opts, sdk.GRPCServerOptions()...)...)
 		hostv1.RegisterActivityServer(srv, svc.Activity)
 		hostv1.RegisterAuthzServer(srv, svc.Authz)
 		hostv1.RegisterPrincipalsServer(srv, svc.Principals)
