@@ -214,29 +214,37 @@ func (w *Work) commentInsert(ctx context.Context, p *CommentInsertParams) (*Comm
 		AuthorType: authorType, CreatedByRunID: by.RunID, Body: p.Body, Presentation: presentation, Metadata: metadata,
 		CreatedAt: now, UpdatedAt: now,
 	}
-	if p.Idempotent && idem.Keyed(ctx) {
-		err = w.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-			if _, err := tx.NewInsert().Model(c).Exec(ctx); err != nil {
+	// The comment, its activity entry and the wakes it causes commit together (sdk/outbox).
+	wakes := w.commentWakes(ctx, p.Issue, c)
+	var fx effects
+	err = w.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewInsert().Model(c).Exec(ctx); err != nil {
+			return err
+		}
+		if err := w.activityTx(ctx, tx, &fx, c.CompanyID, "issue.comment.created", "issue", c.IssueID, map[string]any{"commentId": c.ID}); err != nil {
+			return err
+		}
+		for _, wake := range wakes {
+			if err := w.wakeTx(ctx, tx, &fx, wake); err != nil {
 				return err
 			}
+		}
+		if p.Idempotent && idem.Keyed(ctx) {
 			return idem.RecordJSON(ctx, tx, http.StatusCreated, c)
-		})
-	} else {
-		_, err = w.db.NewInsert().Model(c).Exec(ctx)
-	}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("error inserting comment on issue %s: %w", p.Issue.ID, err)
 	}
-	if err := w.activity(ctx, c.CompanyID, "issue.comment.created", "issue", c.IssueID, map[string]any{"commentId": c.ID}); err != nil {
-		w.log.Warn("error recording comment activity", "comment", c.ID, "error", err)
-	}
-	w.commentWakes(ctx, p.Issue, c)
+	w.deliver(ctx, &fx)
 	return c, nil
 }
 
-// commentWakes wakes every agent the comment mentions and the issue's assignee agent; an
-// agent's own comment never wakes that agent.
-func (w *Work) commentWakes(ctx context.Context, iss *Issue, c *Comment) {
+// commentWakes are the wakes of every agent the comment mentions and of the issue's assignee
+// agent; an agent's own comment never wakes that agent.
+func (w *Work) commentWakes(ctx context.Context, iss *Issue, c *Comment) []*WakeRequest {
+	var out []*WakeRequest
 	author := ""
 	if c.AuthorAgentID != nil {
 		author = *c.AuthorAgentID
@@ -247,7 +255,7 @@ func (w *Work) commentWakes(ctx context.Context, iss *Issue, c *Comment) {
 			continue
 		}
 		woken[agentID] = true
-		w.wake(ctx, &WakeRequest{
+		out = append(out, &WakeRequest{
 			AgentID: agentID, CompanyID: c.CompanyID, Source: "automation", Reason: WakeReasonCommentMentioned,
 			Payload:        map[string]any{"issueId": c.IssueID, "commentId": c.ID},
 			IdempotencyKey: "mention:" + c.ID + ":" + agentID,
@@ -255,12 +263,13 @@ func (w *Work) commentWakes(ctx context.Context, iss *Issue, c *Comment) {
 	}
 	if iss.AssigneeAgentID != nil && !woken[*iss.AssigneeAgentID] {
 		agentID := *iss.AssigneeAgentID
-		w.wake(ctx, &WakeRequest{
+		out = append(out, &WakeRequest{
 			AgentID: agentID, CompanyID: c.CompanyID, Source: "automation", Reason: WakeReasonCommented,
 			Payload:        map[string]any{"issueId": c.IssueID, "commentId": c.ID},
 			IdempotencyKey: "comment:" + c.ID + ":" + agentID,
 		})
 	}
+	return out
 }
 
 // commentMentions returns the ids of the company's live agents a comment mentions. A

@@ -1108,6 +1108,7 @@ func (w *Work) issueUpdate(ctx context.Context, seen *Issue, b *IssuePatchBody) 
 	var changes map[string]IssueChange
 	var blockersAdded, blockersRemoved []string
 	var oldLabelIDs []string
+	var fx effects
 	err := w.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		ts := newIssueStore(tx)
 		cur, err := ts.IssueGet(ctx, &IssueGetParams{ID: seen.ID, ForUpdate: true})
@@ -1335,33 +1336,45 @@ func (w *Work) issueUpdate(ctx context.Context, seen *Issue, b *IssuePatchBody) 
 			}
 		}
 		after = &next
+		// The entries and wakes the update causes commit with it (sdk/outbox).
+		if len(changes) > 0 {
+			if err := w.activityTx(ctx, tx, &fx, companyID, "issue.updated", "issue", after.ID, map[string]any{
+				"identifier": after.Identifier, "changes": changes}); err != nil {
+				return err
+			}
+		}
+		if len(blockersAdded)+len(blockersRemoved) > 0 {
+			if err := w.activityTx(ctx, tx, &fx, companyID, "issue.relations.updated", "issue", after.ID, map[string]any{
+				"identifier": after.Identifier, "blockedByIssueIds": blockerIDs, "added": issueNonNil(blockersAdded),
+				"removed": issueNonNil(blockersRemoved)}); err != nil {
+				return err
+			}
+		}
+		// Wakes: a new agent assignee; issues this one unblocked by finishing.
+		if after.AssigneeAgentID != nil && !issueEqStr(after.AssigneeAgentID, before.AssigneeAgentID) && !isTerminalIssueStatus(after.Status) {
+			if err := w.wakeTx(ctx, tx, &fx, &WakeRequest{AgentID: *after.AssigneeAgentID, CompanyID: companyID, Source: "assignment",
+				Reason: "issue_assigned", Payload: map[string]any{"issueId": after.ID}}); err != nil {
+				return err
+			}
+		}
+		if after.Status == StatusDone && before.Status != StatusDone {
+			ready, err := ts.IssueDependentsReady(ctx, &IssueDependentsReadyParams{BlockerID: after.ID})
+			if err != nil {
+				return err
+			}
+			for _, wake := range unblockedWakes(after, ready) {
+				if err := w.wakeTx(ctx, tx, &fx, wake); err != nil {
+					return err
+				}
+			}
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	w.deliver(ctx, &fx)
 	res := &IssuePatchResult{Changes: changes}
-	if len(changes) > 0 {
-		w.activityOrLog(ctx, companyID, "issue.updated", "issue", after.ID, map[string]any{
-			"identifier": after.Identifier, "changes": changes})
-	}
-	if len(blockersAdded)+len(blockersRemoved) > 0 {
-		w.activityOrLog(ctx, companyID, "issue.relations.updated", "issue", after.ID, map[string]any{
-			"identifier": after.Identifier, "blockedByIssueIds": blockerIDs, "added": issueNonNil(blockersAdded), "removed": issueNonNil(blockersRemoved)})
-	}
-	// Wakes: a new agent assignee; issues this one unblocked by finishing.
-	if after.AssigneeAgentID != nil && !issueEqStr(after.AssigneeAgentID, before.AssigneeAgentID) && !isTerminalIssueStatus(after.Status) {
-		w.wake(ctx, &WakeRequest{AgentID: *after.AssigneeAgentID, CompanyID: companyID, Source: "assignment", Reason: "issue_assigned",
-			Payload: map[string]any{"issueId": after.ID}})
-	}
-	if after.Status == StatusDone && before.Status != StatusDone {
-		ready, err := newIssueStore(w.db).IssueDependentsReady(ctx, &IssueDependentsReadyParams{BlockerID: after.ID})
-		if err != nil {
-			w.log.Warn("error finding issues unblocked by a done issue", "issue", after.ID, "error", err)
-		} else {
-			w.wakeUnblocked(ctx, after, ready)
-		}
-	}
 	if b.Comment != nil {
 		c, err := w.commentInsert(ctx, &CommentInsertParams{Issue: after, Body: *b.Comment})
 		if err != nil {
@@ -1391,14 +1404,23 @@ func (w *Work) issueUpdate(ctx context.Context, seen *Issue, b *IssuePatchBody) 
 // wakeUnblocked wakes the assignees of issues that a blocker's completion (or deletion) left
 // without unresolved blockers.
 func (w *Work) wakeUnblocked(ctx context.Context, blocker *Issue, ready []IssueDependent) {
+	for _, wake := range unblockedWakes(blocker, ready) {
+		w.wake(ctx, wake)
+	}
+}
+
+// unblockedWakes are the wakes of the assignees of issues a blocker left ready.
+func unblockedWakes(blocker *Issue, ready []IssueDependent) []*WakeRequest {
+	var out []*WakeRequest
 	for _, d := range ready {
 		if d.AssigneeAgentID == nil {
 			continue
 		}
-		w.wake(ctx, &WakeRequest{AgentID: *d.AssigneeAgentID, CompanyID: d.CompanyID, Source: "automation", Reason: "issue_blockers_resolved",
+		out = append(out, &WakeRequest{AgentID: *d.AssigneeAgentID, CompanyID: d.CompanyID, Source: "automation", Reason: "issue_blockers_resolved",
 			Payload:        map[string]any{"issueId": d.ID, "resolvedBlockerIssueId": blocker.ID},
 			IdempotencyKey: "issue_blockers_resolved:" + d.ID + ":" + blocker.ID})
 	}
+	return out
 }
 
 func issueEqStr(a, b *string) bool {
