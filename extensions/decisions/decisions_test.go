@@ -213,6 +213,55 @@ func TestDecisions(t *testing.T) {
 		wantErr(t, h.Do("POST", "/api/decisions/"+id+"/cancel", nil), http.StatusConflict, "decision_already_resolved")
 	})
 
+	t.Run("ExpiryWhenAStrictTargetDisappears", func(t *testing.T) {
+		doomed := f.issue(t, map[string]any{"title": "doomed", "assigneeAgentId": f.agent.ID})["id"].(string)
+		strict := f.mustPropose(t, map[string]any{"title": "strict", "body": "b", "options": []any{
+			map[string]any{"id": "c", "label": "C", "effects": []any{
+				map[string]any{"type": "comment_on_issue", "targetIssueId": doomed, "bodyMarkdown": "x"}}}}})
+		lenient := f.mustPropose(t, map[string]any{"title": "lenient", "body": "b", "options": []any{
+			map[string]any{"id": "c", "label": "C", "effects": []any{
+				map[string]any{"type": "comment_on_issue", "targetIssueId": doomed, "bodyMarkdown": "x", "staleness": "lenient"}}}}})
+		res := h.Do("DELETE", "/api/issues/"+doomed, nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		out := sweep(t, h, time.Now())
+		require.Contains(t, out["expired"], strict["id"])
+		require.NotContains(t, out["expired"], lenient["id"])
+		require.Equal(t, "expired", h.Do("GET", "/api/decisions/"+strict["id"].(string), nil).Map(t)["status"])
+		require.Equal(t, "open", h.Do("GET", "/api/decisions/"+lenient["id"].(string), nil).Map(t)["status"])
+	})
+
+	t.Run("ResumeAfterACrashRunsNoEffectTwice", func(t *testing.T) {
+		d := f.mustPropose(t, map[string]any{"title": "crashy", "body": "b", "options": []any{
+			map[string]any{"id": "go", "label": "Go", "effects": []any{
+				map[string]any{"type": "comment_on_issue", "targetIssueId": f.origin, "bodyMarkdown": "first, maybe posted"},
+				map[string]any{"type": "comment_on_issue", "targetIssueId": f.origin, "bodyMarkdown": "second, never started"},
+			}}}})
+		id := d["id"].(string)
+		// The state a process dying inside effect 0 leaves: decided, running, effect 0 claimed.
+		conn, err := pgx.Connect(context.Background(), h.DatabaseURL)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		_, err = conn.Exec(context.Background(), `UPDATE ext_decisions.decisions SET status = 'decided', execution_status = 'running',
+			chosen_option_id = 'go', input_values = '{}', decided_by_user_id = 'local-board', decided_at = now() - interval '5 minutes',
+			updated_at = now() - interval '5 minutes' WHERE id = $1`, id)
+		require.NoError(t, err)
+		_, err = conn.Exec(context.Background(), `INSERT INTO ext_decisions.decision_effect_executions (decision_id, effect_index,
+			effect_type, target_issue_id, status) VALUES ($1, 0, 'comment_on_issue', $2, 'claimed')`, id, f.origin)
+		require.NoError(t, err)
+		out := sweep(t, h, time.Now())
+		require.Contains(t, out["resumed"], id)
+		got := h.Do("GET", "/api/decisions/"+id, nil).Map(t)
+		require.Equal(t, "partial", got["executionStatus"])
+		execs := got["executions"].([]any)
+		require.Equal(t, "failed", execs[0].(map[string]any)["status"])
+		require.Equal(t, "executed", execs[1].(map[string]any)["status"])
+		comments := string(h.Do("GET", "/api/issues/"+f.origin+"/comments", nil).Body)
+		require.NotContains(t, comments, "first, maybe posted")
+		require.Contains(t, comments, "second, never started")
+		// A second sweep finds nothing left to do.
+		require.NotContains(t, sweep(t, h, time.Now())["resumed"], id)
+	})
+
 	t.Run("ContinuationWake", func(t *testing.T) {
 		body := f.simple("wake me")
 		body["continuationPolicy"] = "wake_origin_agent"

@@ -619,6 +619,11 @@ func (x *Decisions) sweep(ctx context.Context, now time.Time) (*sweepResult, err
 		}
 		out.Expired = append(out.Expired, d.ID)
 	}
+	gone, err := x.expireVanished(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out.Expired = append(out.Expired, gone...)
 	rows, err = x.pool.Query(ctx, `SELECT `+decisionCols+` FROM decisions WHERE status = 'decided' AND execution_status = 'running'
 		AND updated_at < $1 LIMIT 100`, now.Add(-time.Minute))
 	if err != nil {
@@ -639,6 +644,60 @@ func (x *Decisions) sweep(ctx context.Context, now time.Time) (*sweepResult, err
 		out.Resumed = append(out.Resumed, d.ID)
 	}
 	return out, nil
+}
+
+// expireVanished expires open decisions one of whose strict effects targets an issue that
+// no longer exists, reading each company's targets once.
+func (x *Decisions) expireVanished(ctx context.Context) ([]string, error) {
+	rows, err := x.pool.Query(ctx, `SELECT `+decisionCols+` FROM decisions WHERE status = 'open' ORDER BY company_id LIMIT 2000`)
+	if err != nil {
+		return nil, fmt.Errorf("error listing open decisions: %w", err)
+	}
+	open, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Decision, error) { return scanDecision(r) })
+	if err != nil {
+		return nil, fmt.Errorf("error reading open decisions: %w", err)
+	}
+	byCompany := map[string][]*Decision{}
+	for _, d := range open {
+		byCompany[d.CompanyID] = append(byCompany[d.CompanyID], d)
+	}
+	var out []string
+	for companyID, ds := range byCompany {
+		var ids []string
+		for _, d := range ds {
+			for id := range d.TargetSnapshots {
+				ids = append(ids, id)
+			}
+		}
+		current, err := x.currentTargets(ctx, companyID, ids)
+		if err != nil {
+			// The work owner may be restarting: the next sweep looks again.
+			x.log.Warn("error reading decision targets", "company", companyID, "error", err)
+			continue
+		}
+		for _, d := range ds {
+			if !strictTargetGone(d, current) {
+				continue
+			}
+			if err := x.expireNow(ctx, d, "target_missing"); err != nil {
+				return nil, err
+			}
+			out = append(out, d.ID)
+		}
+	}
+	return out, nil
+}
+
+// strictTargetGone reports whether a strict effect of d targets an issue missing from current.
+func strictTargetGone(d *Decision, current map[string]target) bool {
+	for _, o := range d.Options {
+		for _, e := range o.Effects {
+			if e.Staleness != "lenient" && current[e.TargetIssueID].ID == "" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (x *Decisions) methodSweep(ctx context.Context, call *sdk.MethodCall) (any, error) {
