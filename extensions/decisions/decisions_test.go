@@ -2,6 +2,7 @@ package decisions_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelhq/keel/kernel"
 	"github.com/keelhq/keel/sdk/sdktest"
 )
 
@@ -377,5 +379,69 @@ func TestDecisions(t *testing.T) {
 		body["options"] = []any{map[string]any{"id": "a", "label": "A", "effects": []any{
 			map[string]any{"type": "comment_on_issue", "targetIssueId": f.origin, "bodyMarkdown": "x"}}}}
 		wantErr(t, outsider.propose(body), http.StatusUnprocessableEntity, "All referenced issues must exist in the company")
+	})
+
+	t.Run("Queues", func(t *testing.T) {
+		base := "/api/companies/" + f.co + "/decision-queue"
+		res := h.Do("GET", base+"-seed-rules", nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		var cat []map[string]any
+		res.JSON(t, &cat)
+		require.Len(t, cat, 3)
+		require.Equal(t, "prs", cat[0]["key"])
+
+		// An engineer agent holds neither queue permission.
+		require.Equal(t, http.StatusForbidden, h.Do("GET", base+"s", nil, f.agent.As("")...).Status)
+		require.Equal(t, http.StatusForbidden, h.Do("POST", base+"s", map[string]any{"key": "mine", "title": "Mine"}, f.agent.As("")...).Status)
+
+		res = h.Do("POST", base+"s", map[string]any{"key": "Not Kebab", "title": "x"})
+		wantErr(t, res, http.StatusBadRequest, "Validation error")
+		res = h.Do("POST", base+"s", map[string]any{"key": "triage", "title": "Triage", "retentionDays": 30})
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		require.Equal(t, false, res.Map(t)["seedRulesEnabled"])
+		wantErr(t, h.Do("POST", base+"s", map[string]any{"key": "triage", "title": "Again"}), http.StatusConflict, "Decision queue key already exists")
+		wantErr(t, h.Do("PATCH", base+"s/triage", map[string]any{}), http.StatusBadRequest, "Validation error")
+		res = h.Do("PATCH", base+"s/triage", map[string]any{"title": "Triage lane"})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.Equal(t, "Triage lane", res.Map(t)["title"])
+		wantErr(t, h.Do("PATCH", base+"s/missing", map[string]any{"title": "x"}), http.StatusNotFound, "Decision queue not found")
+
+		res = h.Do("POST", base+"s/triage/items", map[string]any{"sourceKind": "decision", "sourceId": "d-1"})
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		wantErr(t, h.Do("POST", base+"s/triage/items", map[string]any{"sourceKind": "bogus", "sourceId": "d-1"}),
+			http.StatusBadRequest, "Validation error")
+		res = h.Do("GET", base+"s/triage/items", nil)
+		var items []map[string]any
+		res.JSON(t, &items)
+		require.Len(t, items, 1)
+		require.Equal(t, http.StatusOK, h.Do("DELETE", base+"s/triage/items/decision/d-1", nil).Status)
+		require.Equal(t, http.StatusNotFound, h.Do("DELETE", base+"s/triage/items/decision/d-1", nil).Status)
+
+		// Seeding creates the built-in queue and adds items; turning seeding off stops additions.
+		seed := func(id string) map[string]any {
+			out, e := invoke(t, h, "decisions.queues.seed", f.co, map[string]any{"items": []any{
+				map[string]any{"signal": "ask_user_questions", "sourceKind": "issue_thread_interaction", "sourceId": id}}})
+			require.Nil(t, e)
+			var m map[string]any
+			require.NoError(t, json.Unmarshal(out, &m))
+			return m
+		}
+		require.Equal(t, map[string]any{"queuesSeeded": []any{"questions"}, "itemsSeeded": 1.0}, seed("q-1"))
+		require.Equal(t, map[string]any{"queuesSeeded": []any{}, "itemsSeeded": 0.0}, seed("q-1"))
+		res = h.Do("GET", base+"s", nil)
+		var queues []map[string]any
+		res.JSON(t, &queues)
+		require.Len(t, queues, 2)
+		require.Equal(t, "questions", queues[0]["key"])
+		require.Equal(t, true, queues[0]["seedRulesEnabled"])
+		require.Equal(t, http.StatusOK, h.Do("PATCH", base+"s/questions", map[string]any{"seedRulesEnabled": false}).Status)
+		require.Equal(t, 0.0, seed("q-2")["itemsSeeded"])
+		res = h.Do("GET", base+"s/questions/items", nil)
+		res.JSON(t, &items)
+		require.Len(t, items, 1)
+		entries, err := h.Kernel.ActivityList(context.Background(), &kernel.ActivityListParams{CompanyID: f.co,
+			Action: "decision_queue_item.seeded", Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, entries, 1)
 	})
 }

@@ -139,3 +139,17 @@ func sweep(t testing.TB, h *sdktest.Host, now time.Time) map[string][]string {
 	require.NoError(t, json.Unmarshal(res.OutputJson, &out))
 	return out
 }
+
+// invoke calls a provided method as the kernel would, in a company.
+func invoke(t testing.TB, h *sdktest.Host, method, companyID string, input any) (json.RawMessage, *sdk.Error) {
+	t.Helper()
+	in, err := json.Marshal(input)
+	require.NoError(t, err)
+	res, err := h.Supervisor.Invoke(context.Background(), "kernel", &hostv1.InvokeRequest{
+		Method: method, InputJson: in, CompanyId: companyID, Actor: sdk.SystemActor()})
+	require.NoError(t, err)
+	if res.Error != nil {
+		return nil, sdk.FromProtoError(res.Error).(*sdk.Error)
+	}
+	return res.OutputJson, nil
+}
