@@ -122,6 +122,18 @@ func (x *Decisions) RunJob(ctx context.Context, job *sdk.JobRun) error {
 	return fmt.Errorf("unknown job %q", job.Key)
 }
 
+// OnEvent purges a deleted company's decisions, bundles, executions and queues.
+func (x *Decisions) OnEvent(ctx context.Context, ev *sdk.Event) error {
+	if x.pool == nil {
+		return fmt.Errorf("decisions extension is not configured")
+	}
+	if ev.Type == "company.deleted" && ev.From("kernel") && ev.CompanyID != "" {
+		_, err := migrate.PurgeCompany(ctx, x.pool, Schema, ev.CompanyID)
+		return err
+	}
+	return nil
+}
+
 // Health checks the database.
 func (x *Decisions) Health(ctx context.Context) error {
 	if x.pool == nil {
@@ -158,6 +170,7 @@ var (
 	_ sdk.HTTPProvider   = (*Decisions)(nil)
 	_ sdk.MethodProvider = (*Decisions)(nil)
 	_ sdk.JobRunner      = (*Decisions)(nil)
+	_ sdk.EventHandler   = (*Decisions)(nil)
 	_ sdk.HealthChecker  = (*Decisions)(nil)
 	_ sdk.Stopper        = (*Decisions)(nil)
 )

@@ -271,24 +271,54 @@ func TestDecisions(t *testing.T) {
 		id := d["id"].(string)
 		res := h.Do("POST", "/api/decisions/"+id+"/cancel", nil)
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		p := f.wakePayload(t, id)
+		require.Equal(t, "cancelled", p["outcome"])
+		require.Equal(t, f.origin, p["issueId"])
+
+		// A decided outcome wakes too (another agent, so no wake of the first coalesces).
+		g := newFixture(t, h, "Woken")
+		body = g.simple("wake on decide")
+		body["continuationPolicy"] = "wake_origin_agent"
+		id = g.mustPropose(t, body)["id"].(string)
+		require.Equal(t, http.StatusOK, g.decide(id, map[string]any{"optionId": "yes", "idempotencyKey": "k1"}).Status)
+		require.Equal(t, "decided", g.wakePayload(t, id)["outcome"])
+		// The same decide idempotency key resumes the outcome.
+		res = g.decide(id, map[string]any{"optionId": "yes", "idempotencyKey": "k1"})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.Equal(t, "succeeded", res.Map(t)["executionStatus"])
+	})
+
+	t.Run("OpenCap", func(t *testing.T) {
+		g := newFixture(t, h, "Capped")
+		var first string
+		for i := range 50 {
+			d := g.mustPropose(t, g.simple("one of many"))
+			if i == 0 {
+				first = d["id"].(string)
+			}
+		}
+		wantErr(t, g.propose(g.simple("one too many")), http.StatusTooManyRequests, "Open decision cap reached")
+		require.Equal(t, http.StatusOK, h.Do("POST", "/api/decisions/"+first+"/cancel", nil).Status)
+		g.mustPropose(t, g.simple("room again"))
+	})
+
+	t.Run("CompanyDeletePurges", func(t *testing.T) {
+		g := newFixture(t, h, "Doomed")
+		g.mustPropose(t, g.simple("doomed"))
+		_, e := invoke(t, h, "decisions.queues.seed", g.co, map[string]any{"items": []any{
+			map[string]any{"signal": "plan_document_confirmation", "sourceKind": "review", "sourceId": "r-1"}}})
+		require.Nil(t, e)
+		res := h.Do("DELETE", "/api/companies/"+g.co, nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		conn, err := pgx.Connect(context.Background(), h.DatabaseURL)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
 		sdktest.WaitFor(t, 30*time.Second, func() bool {
-			res := h.Do("GET", "/api/companies/"+f.co+"/heartbeat-runs?agentId="+f.agent.ID+"&limit=200", nil)
-			var runs []map[string]any
-			if res.Status != http.StatusOK {
-				return false
-			}
-			res.JSON(t, &runs)
-			for _, r := range runs {
-				c, _ := r["contextSnapshot"].(map[string]any)
-				p, _ := c["payload"].(map[string]any)
-				if p != nil && p["decisionId"] == id {
-					require.Equal(t, "cancelled", p["outcome"])
-					require.Equal(t, f.origin, p["issueId"])
-					return true
-				}
-			}
-			return false
-		}, "the continuation wake")
+			var n int
+			require.NoError(t, conn.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM ext_decisions.decisions WHERE company_id = $1)
+				+ (SELECT count(*) FROM ext_decisions.decision_queues WHERE company_id = $1)`, g.co).Scan(&n))
+			return n == 0
+		}, "the deleted company's decisions and queues to go")
 	})
 
 	t.Run("BundleAllOrNothing", func(t *testing.T) {

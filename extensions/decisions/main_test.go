@@ -12,6 +12,7 @@ import (
 	_ "github.com/keelhq/keel/extensions/agents"
 	_ "github.com/keelhq/keel/extensions/decisions"
 	_ "github.com/keelhq/keel/extensions/work"
+	"github.com/keelhq/keel/host"
 	"github.com/keelhq/keel/sdk"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 	"github.com/keelhq/keel/sdk/sdktest"
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) { sdktest.Main(m) }
 // all three are ready.
 func startHost(t testing.TB) *sdktest.Host {
 	t.Helper()
-	h := sdktest.Start(t, sdktest.Options{Builtins: true})
+	h := sdktest.Start(t, sdktest.Options{Builtins: true, Configure: func(c *host.Config) { c.EnableCompanyDeletion = true }})
 	for _, key := range []string{"decisions", "work", "agents"} {
 		sdktest.WaitFor(t, 60*time.Second, func() bool {
 			res := h.Do("GET", "/api/plugins/"+key, nil)
@@ -152,4 +153,27 @@ func invoke(t testing.TB, h *sdktest.Host, method, companyID string, input any) 
 		return nil, sdk.FromProtoError(res.Error).(*sdk.Error)
 	}
 	return res.OutputJson, nil
+}
+
+// wakePayload waits for a heartbeat run of the agent whose wake payload names decisionID
+// and returns that payload.
+func (f *fixture) wakePayload(t *testing.T, decisionID string) map[string]any {
+	t.Helper()
+	var payload map[string]any
+	sdktest.WaitFor(t, 30*time.Second, func() bool {
+		res := f.h.Do("GET", "/api/companies/"+f.co+"/heartbeat-runs?agentId="+f.agent.ID+"&limit=200", nil)
+		var runs []map[string]any
+		if res.Status != http.StatusOK || json.Unmarshal(res.Body, &runs) != nil {
+			return false
+		}
+		for _, r := range runs {
+			c, _ := r["contextSnapshot"].(map[string]any)
+			if p, _ := c["payload"].(map[string]any); p != nil && p["decisionId"] == decisionID {
+				payload = p
+				return true
+			}
+		}
+		return false
+	}, "the continuation wake of "+decisionID)
+	return payload
 }

@@ -35,9 +35,11 @@ func manifest() *sdk.Manifest {
 			Runtime:     sdk.Runtime{Kind: sdk.RuntimeProcess},
 			Kernel:      ">=0.1 <1.0",
 			Capabilities: []string{sdk.CapActivity, sdk.CapAuthz, sdk.CapPrincipals, sdk.CapCalls, sdk.CapJobs,
-				sdk.CapDatabase},
+				sdk.CapEvents, sdk.CapDatabase},
 			Uses: []string{"work.targets.read", "work.issues.get", "work.issues.create", "work.issues.update",
 				"work.comments.add", "work.issues.cancelTree", "agents.runStatus", "agents.wakeup"},
+			// A deleted company's rows go with it.
+			Events:       []string{"company.deleted"},
 			ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{}}`),
 		})
 	})
