@@ -75,12 +75,15 @@ func (x *Decisions) Configure(ctx context.Context, env *sdk.Env) error {
 	}
 	x.signer = s
 	x.log.Info("decision signing key loaded", "source", source)
+	if v := strings.TrimSpace(os.Getenv(SigningSecretEnv)); v != "" && source != "env" {
+		x.log.Warn(SigningSecretEnv+" is shorter than 32 characters and is ignored", "source", source)
+	}
 	if v := strings.TrimSpace(os.Getenv(OpenCapEnv)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return fmt.Errorf("error reading %s: must be a positive integer", OpenCapEnv)
+		if n, err := strconv.Atoi(v); err == nil && n >= 1 {
+			x.openCap = n
+		} else {
+			x.log.Warn(OpenCapEnv+" is not a positive integer; using the default", "value", v, "default", defaultOpenCap)
 		}
-		x.openCap = n
 	}
 	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, MaxConns: 8, Migrations: migrationsFS, Dir: "migrations",
 		Line: Key, Schema: Schema})
