@@ -184,10 +184,9 @@ func (x *Decisions) decide(ctx context.Context, d *Decision, b *DecideBody) (*De
 			if deref(d.DecidedByUserID) != actor.UserId {
 				return nil, forbidden(msgReplayOtherUser)
 			}
-			if err := x.verify(d); err != nil {
-				return nil, err
-			}
-			return x.execute(ctx, d, actor)
+			// The outcome as it stands: the request that decided (or, after a crash, the
+			// sweep) runs the effects; a replay never runs them a second time.
+			return d, withExecutions(ctx, x.pool, d)
 		case statusExpired:
 			return nil, expired()
 		case statusCancelled:
@@ -292,17 +291,26 @@ func (x *Decisions) execute(ctx context.Context, d *Decision, actor *sdk.Actor) 
 		return nil, err
 	}
 	for i, e := range effects {
-		if prev, ok := rows[i]; ok && prev.Status != rowClaimed {
+		prev, seen := rows[i]
+		switch {
+		case seen && prev.Status != rowClaimed:
 			continue
-		} else if ok && e.Type != effectCreateIssue {
+		case seen && e.Type != effectCreateIssue:
+			// Claimed by an interrupted attempt: it may have run, so it never runs again.
 			x.finishRow(ctx, d, i, e, actor, rowFailed, nil, "interrupted before completion; not run again")
 			continue
+		case !seen:
+			tag, err := x.pool.Exec(ctx, `INSERT INTO decision_effect_executions (decision_id, effect_index, effect_type,
+				target_issue_id, status) VALUES ($1,$2,$3,$4,'claimed') ON CONFLICT (decision_id, effect_index) DO NOTHING`,
+				d.ID, i, e.Type, e.TargetIssueID)
+			if err != nil {
+				return nil, fmt.Errorf("error claiming effect %d of %s: %w", i, d.ID, err)
+			}
+			if tag.RowsAffected() == 0 {
+				continue // another attempt holds it
+			}
 		}
-		if _, err := x.pool.Exec(ctx, `INSERT INTO decision_effect_executions (decision_id, effect_index, effect_type, target_issue_id,
-			status) VALUES ($1,$2,$3,$4,'claimed') ON CONFLICT (decision_id, effect_index) DO NOTHING`,
-			d.ID, i, e.Type, e.TargetIssueID); err != nil {
-			return nil, fmt.Errorf("error claiming effect %d of %s: %w", i, d.ID, err)
-		}
+		// A claimed create_issue runs again: its idempotency key returns the issue it made.
 		if e.Staleness != "lenient" && targetMoved(d.TargetSnapshots[e.TargetIssueID], current[e.TargetIssueID]) {
 			x.finishRow(ctx, d, i, e, actor, rowSkipped, nil, reasonTargetChanged)
 			continue
@@ -361,8 +369,9 @@ func (x *Decisions) finishRow(ctx context.Context, d *Decision, i int, e Effect,
 	if result != nil {
 		rj, _ = json.Marshal(result)
 	}
-	if _, err := x.pool.Exec(ctx, `UPDATE decision_effect_executions SET status = $3, result = $4, error = $5,
-		activity_log_id = $6, executed_at = clock_timestamp() WHERE decision_id = $1 AND effect_index = $2`,
+	if _, err := x.pool.Exec(ctx, `WITH row AS (UPDATE decision_effect_executions SET status = $3, result = $4, error = $5,
+		activity_log_id = $6, executed_at = clock_timestamp() WHERE decision_id = $1 AND effect_index = $2)
+		UPDATE decisions SET updated_at = clock_timestamp() WHERE id = $1`,
 		d.ID, i, status, rj, nilIfEmpty(errText), nilIfEmpty(logID)); err != nil {
 		x.log.Error("error recording effect outcome", "decision", d.ID, "effect", i, "error", err)
 	}
