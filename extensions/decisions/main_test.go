@@ -27,6 +27,13 @@ func TestMain(m *testing.M) { sdktest.Main(m) }
 func startHost(t testing.TB) *sdktest.Host {
 	t.Helper()
 	h := sdktest.Start(t, sdktest.Options{Builtins: true, Configure: func(c *host.Config) { c.EnableCompanyDeletion = true }})
+	waitReady(t, h)
+	return h
+}
+
+// waitReady waits until the decisions, work and agents extensions are ready.
+func waitReady(t testing.TB, h *sdktest.Host) {
+	t.Helper()
 	for _, key := range []string{"decisions", "work", "agents"} {
 		sdktest.WaitFor(t, 60*time.Second, func() bool {
 			res := h.Do("GET", "/api/plugins/"+key, nil)
@@ -34,7 +41,6 @@ func startHost(t testing.TB) *sdktest.Host {
 			return res.Status == http.StatusOK && json.Unmarshal(res.Body, &m) == nil && m["status"] == "ready"
 		}, key+" to be ready")
 	}
-	return h
 }
 
 // fixture is a company with an agent in an issue-scoped run.
