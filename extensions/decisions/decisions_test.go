@@ -84,7 +84,9 @@ func TestDecisions(t *testing.T) {
 		wantErr(t, f.decide(id, map[string]any{"optionId": "all"}), http.StatusUnprocessableEntity, "Input why is required")
 		wantErr(t, f.decide(id, map[string]any{"optionId": "all", "inputValues": map[string]string{"why": "far far too long for this"}}),
 			http.StatusUnprocessableEntity, "Input why is too long")
+		start := time.Now()
 		res := f.decide(id, map[string]any{"optionId": "all", "inputValues": map[string]string{"why": "scope cut"}})
+		t.Logf("deciding with six effects took %s", time.Since(start))
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 		out := res.Map(t)
 		require.Equal(t, "decided", out["status"])
@@ -94,6 +96,15 @@ func TestDecisions(t *testing.T) {
 		for i, e := range execs {
 			require.Equal(t, "executed", e.(map[string]any)["status"], "effect %d: %v", i, e)
 			require.EqualValues(t, i, e.(map[string]any)["effectIndex"])
+		}
+		for _, e := range execs {
+			require.NotEmpty(t, e.(map[string]any)["activityLogId"])
+		}
+		for action, n := range map[string]int{"decision.created": 1, "decision.decided": 1, "decision.effect_executed": 6} {
+			entries, err := h.Kernel.ActivityList(context.Background(), &kernel.ActivityListParams{CompanyID: f.co, Action: action,
+				EntityID: id, Limit: 50})
+			require.NoError(t, err)
+			require.Len(t, entries, n, action)
 		}
 		require.Equal(t, "in_review", f.getIssue(t, target)["status"])
 		require.Equal(t, "local-board", f.getIssue(t, target)["assigneeUserId"])
@@ -126,6 +137,8 @@ func TestDecisions(t *testing.T) {
 		res := h.Do("PATCH", "/api/issues/"+moving, map[string]any{"status": "backlog"})
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 
+		require.Equal(t, http.StatusForbidden, h.Do("GET", "/api/companies/"+f.co+"/decisions", nil, f.agent.As("")...).Status,
+			"the list is the board's")
 		res = h.Do("GET", "/api/companies/"+f.co+"/decisions?status=open&targetIssueId="+moving, nil)
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 		var list []map[string]any
