@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/idem"
 )
 
 // CreateBody is the body of POST /api/companies/{companyId}/decisions and of each entry of a
@@ -563,8 +564,11 @@ func (x *Decisions) createRoute(rw http.ResponseWriter, r *http.Request) {
 	}
 	var out *Decision
 	err = pgx.BeginFunc(ctx, x.pool, func(tx pgx.Tx) error {
-		out, err = x.insert(ctx, tx, companyID, o, p, nil)
-		return err
+		if out, err = x.insert(ctx, tx, companyID, o, p, nil); err != nil {
+			return err
+		}
+		// An Idempotency-Key header is answered from the create's own transaction.
+		return idem.RecordJSON(ctx, tx, http.StatusCreated, out)
 	})
 	var se *sdk.Error
 	if errors.As(err, &se) && se.Message == msgIdemConflict {
@@ -669,7 +673,7 @@ func (x *Decisions) bundleRoute(rw http.ResponseWriter, r *http.Request) {
 			}
 			b.Decisions = append(b.Decisions, dec)
 		}
-		return nil
+		return idem.RecordJSON(ctx, tx, http.StatusCreated, b)
 	})
 	if err != nil {
 		x.writeErr(rw, err)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/keelhq/keel/extensions"
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/idem"
 	"github.com/keelhq/keel/sdk/migrate"
 	"github.com/keelhq/keel/sdk/outbox"
 )
@@ -92,7 +93,7 @@ func (x *Decisions) Configure(ctx context.Context, env *sdk.Env) error {
 	}
 	x.pool, x.sqlDB = db.Pool, db.SQL
 	x.outbox = outbox.Start(db.Pool, Schema+"."+outbox.DefaultTable, env.Host, x.log)
-	x.mux = table.Mux(x)
+	x.mux = idem.Wrap(db.Pool, table.Mux(x), idem.Options{Logger: x.log})
 	return nil
 }
 

@@ -181,6 +181,15 @@ func TestDecisions(t *testing.T) {
 		require.Equal(t, first["id"], again["id"])
 		body["title"] = "idem changed"
 		wantErr(t, f.propose(body), http.StatusConflict, "Decision idempotency key already used with a different payload")
+
+		// The Idempotency-Key header is honoured too, from the create's transaction.
+		hdr := append([]string{"Idempotency-Key", "hdr-1"}, f.inRun...)
+		res := h.Do("POST", "/api/companies/"+f.co+"/decisions", f.simple("by header"), hdr...)
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		replayed := h.Do("POST", "/api/companies/"+f.co+"/decisions", f.simple("by header"), hdr...)
+		require.Equal(t, http.StatusCreated, replayed.Status, "%s", replayed.Body)
+		require.Equal(t, "true", replayed.Header.Get("Idempotent-Replayed"))
+		require.Equal(t, res.Map(t)["id"], replayed.Map(t)["id"])
 	})
 
 	t.Run("DismissAndCancel", func(t *testing.T) {
