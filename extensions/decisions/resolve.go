@@ -84,27 +84,30 @@ func (x *Decisions) verify(d *Decision) error {
 	return nil
 }
 
-// expireTx moves an open decision to expired in tx and queues its continuation wake.
-func (x *Decisions) expireTx(ctx context.Context, tx pgx.Tx, d *Decision, reason string) (string, error) {
+// expireTx moves an open decision to expired in tx and queues its continuation wake; moved
+// is false when the decision was no longer open.
+func (x *Decisions) expireTx(ctx context.Context, tx pgx.Tx, d *Decision, reason string) (wake string, moved bool, err error) {
 	tag, err := tx.Exec(ctx, `UPDATE decisions SET status = 'expired', resolved_at = clock_timestamp(), updated_at = clock_timestamp(),
 		metadata = metadata || jsonb_build_object('expiredReason', $2::text) WHERE id = $1 AND status = 'open'`, d.ID, reason)
 	if err != nil {
-		return "", fmt.Errorf("error expiring decision %s: %w", d.ID, err)
+		return "", false, fmt.Errorf("error expiring decision %s: %w", d.ID, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return "", nil
+		return "", false, nil
 	}
-	return x.wakeTx(ctx, tx, d, statusExpired)
+	wake, err = x.wakeTx(ctx, tx, d, statusExpired)
+	return wake, true, err
 }
 
-// expireNow expires an open decision whose time has passed.
+// expireNow expires an open decision whose time has passed (or whose strict target is gone).
 func (x *Decisions) expireNow(ctx context.Context, d *Decision, reason string) error {
 	var wake string
+	var moved bool
 	err := pgx.BeginFunc(ctx, x.pool, func(tx pgx.Tx) (err error) {
-		wake, err = x.expireTx(ctx, tx, d, reason)
+		wake, moved, err = x.expireTx(ctx, tx, d, reason)
 		return err
 	})
-	if err != nil {
+	if err != nil || !moved {
 		return err
 	}
 	x.activity(ctx, nil, systemActorExpirer, d.CompanyID, "decision.expired", activityEntityType, d.ID,
@@ -643,6 +646,16 @@ func (x *Decisions) sweep(ctx context.Context, now time.Time) (*sweepResult, err
 		return nil, fmt.Errorf("error reading running decisions: %w", err)
 	}
 	for _, d := range running {
+		// Take the decision with a conditional touch, so one sweeper resumes it while the
+		// request deciding it (which touches it after every effect) is not overtaken.
+		tag, err := x.pool.Exec(ctx, `UPDATE decisions SET updated_at = clock_timestamp() WHERE id = $1
+			AND execution_status = 'running' AND updated_at = $2`, d.ID, d.UpdatedAt)
+		if err != nil {
+			return nil, fmt.Errorf("error taking decision %s: %w", d.ID, err)
+		}
+		if tag.RowsAffected() == 0 {
+			continue
+		}
 		if err := x.verify(d); err != nil {
 			x.log.Warn("not resuming a decision whose signature fails", "decision", d.ID)
 			continue
