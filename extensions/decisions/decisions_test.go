@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -396,10 +397,15 @@ func TestDecisions(t *testing.T) {
 		require.Equal(t, http.StatusOK, h.Do("POST", "/api/decisions/"+r1+"/dismiss", nil).Status)
 		require.Equal(t, http.StatusOK, h.Do("POST", "/api/decisions/"+c1+"/cancel", nil).Status)
 		mk("other")
+		b := g.simple("expiring")
+		b["ruleKey"] = "other"
+		b["expiresAt"] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		e1 := g.mustPropose(t, b)["id"].(string)
+		require.Contains(t, sweep(t, h, time.Now().Add(2*time.Hour))["expired"], e1)
 		res := h.Do("GET", "/api/companies/"+g.co+"/decisions/stats?groupBy=ruleKey", nil)
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 		s := res.Map(t)
-		require.Equal(t, map[string]any{"proposed": 5.0, "accepted": 2.0, "rejected": 1.0, "expired": 0.0}, s["totals"])
+		require.Equal(t, map[string]any{"proposed": 6.0, "accepted": 2.0, "rejected": 1.0, "expired": 1.0}, s["totals"])
 		groups := s["groups"].([]any)
 		require.Len(t, groups, 2)
 		gr := groups[1].(map[string]any)
@@ -414,6 +420,11 @@ func TestDecisions(t *testing.T) {
 			g.agent.As("")...), http.StatusForbidden, "Agents may only read their own decision stats")
 		res = h.Do("GET", "/api/companies/"+g.co+"/decisions/stats?groupBy=ruleKey", nil, g.agent.As("")...)
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.EqualValues(t, 6, res.Map(t)["totals"].(map[string]any)["proposed"])
+		future := url.QueryEscape(time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+		res = h.Do("GET", "/api/companies/"+g.co+"/decisions/stats?groupBy=ruleKey&since="+future, nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.EqualValues(t, 0, res.Map(t)["totals"].(map[string]any)["proposed"])
 	})
 
 	t.Run("AnotherCompanysAgentRefused", func(t *testing.T) {
