@@ -1,0 +1,510 @@
+package decisions_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/keelhq/keel/kernel"
+	"github.com/keelhq/keel/sdk/sdktest"
+)
+
+// TestDecisions drives the decision routes through a real host: one host, subtests in
+// their own companies.
+func TestDecisions(t *testing.T) {
+	h := startHost(t)
+	f := newFixture(t, h, "Decisive")
+
+	t.Run("CreateRules", func(t *testing.T) {
+		wantErr(t, h.Do("POST", "/api/companies/"+f.co+"/decisions", f.simple("board")), http.StatusForbidden, "Agent run context required")
+		wantErr(t, h.Do("POST", "/api/companies/"+f.co+"/decisions", f.simple("no run"), f.agent.As("")...),
+			http.StatusForbidden, "Agent run context required")
+		wantErr(t, h.Do("POST", "/api/companies/"+f.co+"/decisions", f.simple("foreign run"), "Authorization", "Bearer "+h.AgentJWT(f.agent, uuid.NewString())),
+			http.StatusForbidden, "Decision provenance requires the origin run")
+
+		body := f.simple("unknown field")
+		body["bogus"] = 1
+		wantErr(t, f.propose(body), http.StatusBadRequest, "Validation error")
+		body = f.simple("duplicate options")
+		body["options"] = []any{map[string]any{"id": "a", "label": "A"}, map[string]any{"id": "a", "label": "B"}}
+		wantErr(t, f.propose(body), http.StatusBadRequest, "Validation error")
+		body = f.simple("tree without destructive")
+		body["options"] = []any{map[string]any{"id": "a", "label": "A", "effects": []any{
+			map[string]any{"type": "cancel_issue_tree", "targetIssueId": f.origin, "reasonComment": "stop"}}}}
+		wantErr(t, f.propose(body), http.StatusBadRequest, "Validation error")
+		body = f.simple("missing target")
+		body["options"] = []any{map[string]any{"id": "a", "label": "A", "effects": []any{
+			map[string]any{"type": "comment_on_issue", "targetIssueId": uuid.NewString(), "bodyMarkdown": "x"}}}}
+		wantErr(t, f.propose(body), http.StatusUnprocessableEntity, "All referenced issues must exist in the company")
+		body = f.simple("far expiry")
+		body["expiresAt"] = time.Now().Add(40 * 24 * time.Hour).UTC().Format(time.RFC3339)
+		wantErr(t, f.propose(body), http.StatusUnprocessableEntity, "expiresAt must be within 30 days")
+		other := f.issue(t, map[string]any{"title": "someone else's"})["id"].(string)
+		body = f.simple("no authority")
+		body["options"] = []any{map[string]any{"id": "a", "label": "A", "effects": []any{
+			map[string]any{"type": "update_issue_status", "targetIssueId": other, "status": "done"}}}}
+		wantErr(t, f.propose(body), http.StatusForbidden, "Decision effect exceeds the origin authority boundary")
+
+		d := f.mustPropose(t, f.simple("fine"))
+		require.Equal(t, "open", d["status"])
+		require.Equal(t, f.agent.ID, d["originAgentId"])
+		require.Equal(t, f.origin, d["originIssueId"])
+		require.Regexp(t, `^decision-spec-v1\.[0-9a-f]{64}$`, d["signedSpec"])
+		require.Contains(t, d["targetSnapshots"], f.origin)
+		res := h.Do("GET", "/api/decisions/"+d["id"].(string), nil, f.agent.As("")...)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.Equal(t, []any{}, res.Map(t)["executions"])
+	})
+
+	t.Run("EveryEffectType", func(t *testing.T) {
+		target := f.issue(t, map[string]any{"title": "target", "assigneeAgentId": f.agent.ID})["id"].(string)
+		blocker := f.issue(t, map[string]any{"title": "blocker"})["id"].(string)
+		blocked := f.issue(t, map[string]any{"title": "blocked", "assigneeAgentId": f.agent.ID, "blockedByIssueIds": []string{blocker}})["id"].(string)
+		tree := f.issue(t, map[string]any{"title": "tree root", "assigneeAgentId": f.agent.ID})["id"].(string)
+		child := f.issue(t, map[string]any{"title": "tree child", "parentId": tree})["id"].(string)
+		d := f.mustPropose(t, map[string]any{"title": "do it all", "body": "all six",
+			"inputs": []any{map[string]any{"id": "why", "label": "Why", "required": true, "maxLength": 20}},
+			"options": []any{map[string]any{"id": "all", "label": "All", "style": "destructive", "effects": []any{
+				map[string]any{"type": "comment_on_issue", "targetIssueId": f.origin, "bodyMarkdown": "because {{input.why}}"},
+				map[string]any{"type": "create_issue", "targetIssueId": f.origin, "draft": map[string]any{"title": "follow-up"}},
+				map[string]any{"type": "update_issue_status", "targetIssueId": target, "status": "in_review", "comment": "moving"},
+				map[string]any{"type": "assign_issue", "targetIssueId": target, "assigneeUserId": "local-board", "staleness": "lenient"},
+				map[string]any{"type": "resolve_blocker", "targetIssueId": blocked, "removeBlockedByIssueIds": []string{blocker}},
+				map[string]any{"type": "cancel_issue_tree", "targetIssueId": tree, "reasonComment": "no longer needed: {{input.why}}"},
+			}}}})
+		id := d["id"].(string)
+		wantErr(t, f.decide(id, map[string]any{"optionId": "nope"}), http.StatusUnprocessableEntity, "Unknown optionId")
+		wantErr(t, f.decide(id, map[string]any{"optionId": "all"}), http.StatusUnprocessableEntity, "Input why is required")
+		wantErr(t, f.decide(id, map[string]any{"optionId": "all", "inputValues": map[string]string{"why": "far far too long for this"}}),
+			http.StatusUnprocessableEntity, "Input why is too long")
+		start := time.Now()
+		res := f.decide(id, map[string]any{"optionId": "all", "inputValues": map[string]string{"why": "scope cut"}})
+		t.Logf("deciding with six effects took %s", time.Since(start))
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		out := res.Map(t)
+		require.Equal(t, "decided", out["status"])
+		require.Equal(t, "succeeded", out["executionStatus"], "%s", res.Body)
+		execs := out["executions"].([]any)
+		require.Len(t, execs, 6)
+		for i, e := range execs {
+			require.Equal(t, "executed", e.(map[string]any)["status"], "effect %d: %v", i, e)
+			require.EqualValues(t, i, e.(map[string]any)["effectIndex"])
+		}
+		for _, e := range execs {
+			require.NotEmpty(t, e.(map[string]any)["activityLogId"])
+		}
+		for action, n := range map[string]int{"decision.created": 1, "decision.decided": 1, "decision.effect_executed": 6} {
+			entries, err := h.Kernel.ActivityList(context.Background(), &kernel.ActivityListParams{CompanyID: f.co, Action: action,
+				EntityID: id, Limit: 50})
+			require.NoError(t, err)
+			require.Len(t, entries, n, action)
+		}
+		require.Equal(t, "in_review", f.getIssue(t, target)["status"])
+		require.Equal(t, "local-board", f.getIssue(t, target)["assigneeUserId"])
+		require.Empty(t, f.getIssue(t, blocked)["blockedBy"])
+		require.Equal(t, "cancelled", f.getIssue(t, tree)["status"])
+		require.Equal(t, "cancelled", f.getIssue(t, child)["status"])
+		created := execs[1].(map[string]any)["result"].(map[string]any)["issueId"].(string)
+		require.Equal(t, f.origin, f.getIssue(t, created)["parentId"])
+		res = h.Do("GET", "/api/issues/"+f.origin+"/comments", nil)
+		require.Contains(t, string(res.Body), "because scope cut")
+
+		// A replay resumes the outcome; another choice is refused.
+		res = f.decide(id, map[string]any{"optionId": "all", "inputValues": map[string]string{"why": "scope cut"}})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.Len(t, res.Map(t)["executions"], 6)
+		m := wantErr(t, f.decide(id, map[string]any{"optionId": "all", "inputValues": map[string]string{"why": "other"}}),
+			http.StatusConflict, "decision_already_resolved")
+		require.Equal(t, "decision_already_resolved", m["code"])
+		wantErr(t, h.Do("POST", "/api/decisions/"+id+"/cancel", nil), http.StatusConflict, "decision_already_resolved")
+	})
+
+	t.Run("PartialWhenAStrictTargetMoved", func(t *testing.T) {
+		moving := f.issue(t, map[string]any{"title": "moving", "assigneeAgentId": f.agent.ID})["id"].(string)
+		d := f.mustPropose(t, map[string]any{"title": "partial", "body": "b", "options": []any{
+			map[string]any{"id": "go", "label": "Go", "effects": []any{
+				map[string]any{"type": "update_issue_status", "targetIssueId": moving, "status": "done"},
+				map[string]any{"type": "comment_on_issue", "targetIssueId": moving, "bodyMarkdown": "lenient", "staleness": "lenient"},
+			}}}})
+		id := d["id"].(string)
+		res := h.Do("PATCH", "/api/issues/"+moving, map[string]any{"status": "backlog"})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+
+		require.Equal(t, http.StatusForbidden, h.Do("GET", "/api/companies/"+f.co+"/decisions", nil, f.agent.As("")...).Status,
+			"the list is the board's")
+		res = h.Do("GET", "/api/companies/"+f.co+"/decisions?status=open&targetIssueId="+moving, nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		var list []map[string]any
+		res.JSON(t, &list)
+		require.Len(t, list, 1)
+		require.Equal(t, map[string]any{moving: true}, list[0]["targetChanged"])
+
+		res = f.decide(id, map[string]any{"optionId": "go"})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		out := res.Map(t)
+		require.Equal(t, "partial", out["executionStatus"])
+		execs := out["executions"].([]any)
+		require.Equal(t, "skipped", execs[0].(map[string]any)["status"])
+		require.Equal(t, "target_changed", execs[0].(map[string]any)["error"])
+		require.Equal(t, "executed", execs[1].(map[string]any)["status"])
+		require.Equal(t, "backlog", f.getIssue(t, moving)["status"])
+	})
+
+	t.Run("TamperedSignatureRefused", func(t *testing.T) {
+		d := f.mustPropose(t, f.simple("tamper"))
+		id := d["id"].(string)
+		conn, err := pgx.Connect(context.Background(), h.DatabaseURL)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		_, err = conn.Exec(context.Background(), `UPDATE ext_decisions.decisions
+			SET options = jsonb_set(options, '{0,effects,0,bodyMarkdown}', '"tampered"') WHERE id = $1`, id)
+		require.NoError(t, err)
+		wantErr(t, f.decide(id, map[string]any{"optionId": "yes"}), http.StatusForbidden, "Decision signature verification failed")
+		wantErr(t, h.Do("POST", "/api/decisions/"+id+"/dismiss", map[string]any{}), http.StatusForbidden,
+			"Decision signature verification failed")
+		res := h.Do("GET", "/api/decisions/"+id, nil)
+		require.Equal(t, "open", res.Map(t)["status"])
+	})
+
+	t.Run("IdempotentCreate", func(t *testing.T) {
+		body := f.simple("idem")
+		body["idempotencyKey"] = "idem-1"
+		first := f.mustPropose(t, body)
+		again := f.mustPropose(t, body)
+		require.Equal(t, first["id"], again["id"])
+		body["title"] = "idem changed"
+		wantErr(t, f.propose(body), http.StatusConflict, "Decision idempotency key already used with a different payload")
+
+		// The Idempotency-Key header is honoured too, from the create's transaction.
+		hdr := append([]string{"Idempotency-Key", "hdr-1"}, f.inRun...)
+		res := h.Do("POST", "/api/companies/"+f.co+"/decisions", f.simple("by header"), hdr...)
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		replayed := h.Do("POST", "/api/companies/"+f.co+"/decisions", f.simple("by header"), hdr...)
+		require.Equal(t, http.StatusCreated, replayed.Status, "%s", replayed.Body)
+		require.Equal(t, "true", replayed.Header.Get("Idempotent-Replayed"))
+		require.Equal(t, res.Map(t)["id"], replayed.Map(t)["id"])
+	})
+
+	t.Run("DismissAndCancel", func(t *testing.T) {
+		d := f.mustPropose(t, f.simple("dismiss me"))
+		res := h.Do("POST", "/api/decisions/"+d["id"].(string)+"/dismiss", map[string]any{"reason": "not now"})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		out := res.Map(t)
+		require.Equal(t, "decided", out["status"])
+		require.Equal(t, "no", out["chosenOptionId"])
+		require.Equal(t, "succeeded", out["executionStatus"])
+		require.Equal(t, true, out["metadata"].(map[string]any)["dismissed"])
+
+		body := f.simple("dismissed outright")
+		body["options"] = body["options"].([]any)[:1]
+		d = f.mustPropose(t, body)
+		res = h.Do("POST", "/api/decisions/"+d["id"].(string)+"/dismiss", nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.Equal(t, "dismissed", res.Map(t)["chosenOptionId"])
+
+		d = f.mustPropose(t, f.simple("cancel me"))
+		id := d["id"].(string)
+		other := h.CreateAgent(f.co, "Bystander", "engineer")
+		wantErr(t, h.Do("POST", "/api/decisions/"+id+"/cancel", nil, other.As("")...), http.StatusForbidden, "Only the origin agent may cancel")
+		wantErr(t, h.Do("GET", "/api/decisions/"+id, nil, other.As("")...), http.StatusForbidden, "Only the origin agent may read this decision")
+		res = h.Do("POST", "/api/decisions/"+id+"/cancel", nil, f.agent.As("")...)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.Equal(t, "cancelled", res.Map(t)["status"])
+		res = h.Do("POST", "/api/decisions/"+id+"/cancel", nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.Equal(t, "cancelled", res.Map(t)["status"])
+		wantErr(t, f.decide(id, map[string]any{"optionId": "yes"}), http.StatusConflict, "decision_already_resolved")
+	})
+
+	t.Run("ExpiryByTime", func(t *testing.T) {
+		body := f.simple("expiring")
+		body["expiresAt"] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		d := f.mustPropose(t, body)
+		id := d["id"].(string)
+		out := sweep(t, h, time.Now().Add(2*time.Hour))
+		require.Contains(t, out["expired"], id)
+		res := h.Do("GET", "/api/decisions/"+id, nil)
+		require.Equal(t, "expired", res.Map(t)["status"])
+		m := wantErr(t, f.decide(id, map[string]any{"optionId": "yes"}), http.StatusConflict, "decision_expired")
+		require.Equal(t, "decision_expired", m["code"])
+		wantErr(t, h.Do("POST", "/api/decisions/"+id+"/cancel", nil), http.StatusConflict, "decision_already_resolved")
+	})
+
+	t.Run("ExpiryWhenAStrictTargetDisappears", func(t *testing.T) {
+		doomed := f.issue(t, map[string]any{"title": "doomed", "assigneeAgentId": f.agent.ID})["id"].(string)
+		strict := f.mustPropose(t, map[string]any{"title": "strict", "body": "b", "options": []any{
+			map[string]any{"id": "c", "label": "C", "effects": []any{
+				map[string]any{"type": "comment_on_issue", "targetIssueId": doomed, "bodyMarkdown": "x"}}}}})
+		lenient := f.mustPropose(t, map[string]any{"title": "lenient", "body": "b", "options": []any{
+			map[string]any{"id": "c", "label": "C", "effects": []any{
+				map[string]any{"type": "comment_on_issue", "targetIssueId": doomed, "bodyMarkdown": "x", "staleness": "lenient"}}}}})
+		res := h.Do("DELETE", "/api/issues/"+doomed, nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		out := sweep(t, h, time.Now())
+		require.Contains(t, out["expired"], strict["id"])
+		require.NotContains(t, out["expired"], lenient["id"])
+		require.Equal(t, "expired", h.Do("GET", "/api/decisions/"+strict["id"].(string), nil).Map(t)["status"])
+		require.Equal(t, "open", h.Do("GET", "/api/decisions/"+lenient["id"].(string), nil).Map(t)["status"])
+	})
+
+	t.Run("ResumeAfterACrashRunsNoEffectTwice", func(t *testing.T) {
+		d := f.mustPropose(t, map[string]any{"title": "crashy", "body": "b", "options": []any{
+			map[string]any{"id": "go", "label": "Go", "effects": []any{
+				map[string]any{"type": "comment_on_issue", "targetIssueId": f.origin, "bodyMarkdown": "first, maybe posted"},
+				map[string]any{"type": "comment_on_issue", "targetIssueId": f.origin, "bodyMarkdown": "second, never started"},
+			}}}})
+		id := d["id"].(string)
+		// The state a process dying inside effect 0 leaves: decided, running, effect 0 claimed.
+		conn, err := pgx.Connect(context.Background(), h.DatabaseURL)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		_, err = conn.Exec(context.Background(), `UPDATE ext_decisions.decisions SET status = 'decided', execution_status = 'running',
+			chosen_option_id = 'go', input_values = '{}', decided_by_user_id = 'local-board', decided_at = now() - interval '5 minutes',
+			updated_at = now() - interval '5 minutes' WHERE id = $1`, id)
+		require.NoError(t, err)
+		_, err = conn.Exec(context.Background(), `INSERT INTO ext_decisions.decision_effect_executions (decision_id, effect_index,
+			effect_type, target_issue_id, status) VALUES ($1, 0, 'comment_on_issue', $2, 'claimed')`, id, f.origin)
+		require.NoError(t, err)
+		out := sweep(t, h, time.Now())
+		require.Contains(t, out["resumed"], id)
+		got := h.Do("GET", "/api/decisions/"+id, nil).Map(t)
+		require.Equal(t, "partial", got["executionStatus"])
+		execs := got["executions"].([]any)
+		require.Equal(t, "failed", execs[0].(map[string]any)["status"])
+		require.Equal(t, "executed", execs[1].(map[string]any)["status"])
+		comments := string(h.Do("GET", "/api/issues/"+f.origin+"/comments", nil).Body)
+		require.NotContains(t, comments, "first, maybe posted")
+		require.Contains(t, comments, "second, never started")
+		// A second sweep finds nothing left to do.
+		require.NotContains(t, sweep(t, h, time.Now())["resumed"], id)
+	})
+
+	t.Run("ContinuationWake", func(t *testing.T) {
+		body := f.simple("wake me")
+		body["continuationPolicy"] = "wake_origin_agent"
+		d := f.mustPropose(t, body)
+		id := d["id"].(string)
+		res := h.Do("POST", "/api/decisions/"+id+"/cancel", nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		p := f.wakePayload(t, id)
+		require.Equal(t, "cancelled", p["outcome"])
+		require.Equal(t, f.origin, p["issueId"])
+
+		// A decided outcome wakes too (another agent, so no wake of the first coalesces).
+		g := newFixture(t, h, "Woken")
+		body = g.simple("wake on decide")
+		body["continuationPolicy"] = "wake_origin_agent"
+		id = g.mustPropose(t, body)["id"].(string)
+		require.Equal(t, http.StatusOK, g.decide(id, map[string]any{"optionId": "yes", "idempotencyKey": "k1"}).Status)
+		require.Equal(t, "decided", g.wakePayload(t, id)["outcome"])
+		// The same decide idempotency key resumes the outcome.
+		res = g.decide(id, map[string]any{"optionId": "yes", "idempotencyKey": "k1"})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.Equal(t, "succeeded", res.Map(t)["executionStatus"])
+	})
+
+	t.Run("OpenCap", func(t *testing.T) {
+		g := newFixture(t, h, "Capped")
+		var first string
+		for i := range 50 {
+			d := g.mustPropose(t, g.simple("one of many"))
+			if i == 0 {
+				first = d["id"].(string)
+			}
+		}
+		wantErr(t, g.propose(g.simple("one too many")), http.StatusTooManyRequests, "Open decision cap reached")
+		require.Equal(t, http.StatusOK, h.Do("POST", "/api/decisions/"+first+"/cancel", nil).Status)
+		g.mustPropose(t, g.simple("room again"))
+	})
+
+	t.Run("CompanyDeletePurges", func(t *testing.T) {
+		g := newFixture(t, h, "Doomed")
+		g.mustPropose(t, g.simple("doomed"))
+		_, e := invoke(t, h, "decisions.queues.seed", g.co, map[string]any{"items": []any{
+			map[string]any{"signal": "plan_document_confirmation", "sourceKind": "review", "sourceId": "r-1"}}})
+		require.Nil(t, e)
+		res := h.Do("DELETE", "/api/companies/"+g.co, nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		conn, err := pgx.Connect(context.Background(), h.DatabaseURL)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		sdktest.WaitFor(t, 30*time.Second, func() bool {
+			var n int
+			require.NoError(t, conn.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM ext_decisions.decisions WHERE company_id = $1)
+				+ (SELECT count(*) FROM ext_decisions.decision_queues WHERE company_id = $1)`, g.co).Scan(&n))
+			return n == 0
+		}, "the deleted company's decisions and queues to go")
+	})
+
+	t.Run("BundleAllOrNothing", func(t *testing.T) {
+		one, two := f.simple("bundled one"), f.simple("bundled two")
+		one["idempotencyKey"], two["idempotencyKey"] = "same-key", "same-key"
+		before := h.Do("GET", "/api/companies/"+f.co+"/decisions?limit=100", nil)
+		wantErr(t, h.Do("POST", "/api/companies/"+f.co+"/decision-bundles", map[string]any{"title": "half", "decisions": []any{one, two}},
+			f.inRun...), http.StatusConflict, "Decision idempotency key already used with a different payload")
+		after := h.Do("GET", "/api/companies/"+f.co+"/decisions?limit=100", nil)
+		require.JSONEq(t, string(before.Body), string(after.Body))
+
+		res := h.Do("POST", "/api/companies/"+f.co+"/decision-bundles", map[string]any{"title": "whole",
+			"decisions": []any{f.simple("b1"), f.simple("b2")}}, f.inRun...)
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		b := res.Map(t)
+		require.Len(t, b["decisions"], 2)
+		res = h.Do("GET", "/api/companies/"+f.co+"/decisions?bundleId="+b["id"].(string), nil)
+		var list []map[string]any
+		res.JSON(t, &list)
+		require.Len(t, list, 2)
+		wantErr(t, h.Do("GET", "/api/companies/"+f.co+"/decisions?status=bogus", nil), http.StatusBadRequest, "Invalid decision filters")
+	})
+
+	t.Run("RaceToDecide", func(t *testing.T) {
+		d := f.mustPropose(t, f.simple("race"))
+		id := d["id"].(string)
+		var wg sync.WaitGroup
+		statuses := make([]int, 2)
+		for i, opt := range []string{"yes", "no"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				statuses[i] = f.decide(id, map[string]any{"optionId": opt}).Status
+			}()
+		}
+		wg.Wait()
+		require.ElementsMatch(t, []int{http.StatusOK, http.StatusConflict}, statuses)
+		res := h.Do("GET", "/api/decisions/"+id, nil)
+		out := res.Map(t)
+		require.LessOrEqual(t, len(out["executions"].([]any)), 1)
+	})
+
+	t.Run("Stats", func(t *testing.T) {
+		g := newFixture(t, h, "Counted")
+		mk := func(rule string) string {
+			b := g.simple("s")
+			b["ruleKey"] = rule
+			return g.mustPropose(t, b)["id"].(string)
+		}
+		a1, a2, r1, c1 := mk("r"), mk("r"), mk("r"), mk("r")
+		require.Equal(t, http.StatusOK, g.decide(a1, map[string]any{"optionId": "yes"}).Status)
+		require.Equal(t, http.StatusOK, g.decide(a2, map[string]any{"optionId": "no"}).Status)
+		require.Equal(t, http.StatusOK, h.Do("POST", "/api/decisions/"+r1+"/dismiss", nil).Status)
+		require.Equal(t, http.StatusOK, h.Do("POST", "/api/decisions/"+c1+"/cancel", nil).Status)
+		mk("other")
+		b := g.simple("expiring")
+		b["ruleKey"] = "other"
+		b["expiresAt"] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		e1 := g.mustPropose(t, b)["id"].(string)
+		require.Contains(t, sweep(t, h, time.Now().Add(2*time.Hour))["expired"], e1)
+		res := h.Do("GET", "/api/companies/"+g.co+"/decisions/stats?groupBy=ruleKey", nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		s := res.Map(t)
+		require.Equal(t, map[string]any{"proposed": 6.0, "accepted": 2.0, "rejected": 1.0, "expired": 1.0}, s["totals"])
+		groups := s["groups"].([]any)
+		require.Len(t, groups, 2)
+		gr := groups[1].(map[string]any)
+		require.Equal(t, "r", gr["ruleKey"])
+		require.EqualValues(t, 4, gr["proposed"])
+		require.ElementsMatch(t, []any{map[string]any{"optionId": "yes", "count": 1.0}, map[string]any{"optionId": "no", "count": 1.0}},
+			gr["chosenOptions"])
+		wantErr(t, h.Do("GET", "/api/companies/"+g.co+"/decisions/stats", nil), http.StatusBadRequest, "Invalid decision stats filters")
+		wantErr(t, h.Do("GET", "/api/companies/"+g.co+"/decisions/stats?groupBy=ruleKey&x=1", nil), http.StatusBadRequest,
+			"Invalid decision stats filters")
+		wantErr(t, h.Do("GET", "/api/companies/"+g.co+"/decisions/stats?groupBy=ruleKey&originAgentId="+uuid.NewString(), nil,
+			g.agent.As("")...), http.StatusForbidden, "Agents may only read their own decision stats")
+		res = h.Do("GET", "/api/companies/"+g.co+"/decisions/stats?groupBy=ruleKey", nil, g.agent.As("")...)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.EqualValues(t, 6, res.Map(t)["totals"].(map[string]any)["proposed"])
+		future := url.QueryEscape(time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+		res = h.Do("GET", "/api/companies/"+g.co+"/decisions/stats?groupBy=ruleKey&since="+future, nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.EqualValues(t, 0, res.Map(t)["totals"].(map[string]any)["proposed"])
+	})
+
+	t.Run("AnotherCompanysAgentRefused", func(t *testing.T) {
+		d := f.mustPropose(t, f.simple("private"))
+		id := d["id"].(string)
+		outsider := newFixture(t, h, "Outsider")
+		as := outsider.inRun
+		require.Equal(t, http.StatusForbidden, h.Do("POST", "/api/companies/"+f.co+"/decisions", f.simple("x"), as...).Status)
+		require.Equal(t, http.StatusForbidden, h.Do("GET", "/api/companies/"+f.co+"/decisions/stats?groupBy=ruleKey", nil, as...).Status)
+		wantErr(t, h.Do("GET", "/api/decisions/"+id, nil, as...), http.StatusNotFound, "Decision not found")
+		wantErr(t, h.Do("POST", "/api/decisions/"+id+"/cancel", nil, as...), http.StatusNotFound, "Decision not found")
+		require.Equal(t, http.StatusForbidden, h.Do("POST", "/api/decisions/"+id+"/decide", map[string]any{"optionId": "yes"}, as...).Status)
+		// A proposal in the outsider's own company may not target this company's issues.
+		body := outsider.simple("cross")
+		body["options"] = []any{map[string]any{"id": "a", "label": "A", "effects": []any{
+			map[string]any{"type": "comment_on_issue", "targetIssueId": f.origin, "bodyMarkdown": "x"}}}}
+		wantErr(t, outsider.propose(body), http.StatusUnprocessableEntity, "All referenced issues must exist in the company")
+	})
+
+	t.Run("Queues", func(t *testing.T) {
+		base := "/api/companies/" + f.co + "/decision-queue"
+		res := h.Do("GET", base+"-seed-rules", nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		var cat []map[string]any
+		res.JSON(t, &cat)
+		require.Len(t, cat, 3)
+		require.Equal(t, "prs", cat[0]["key"])
+
+		// An engineer agent holds neither queue permission.
+		require.Equal(t, http.StatusForbidden, h.Do("GET", base+"s", nil, f.agent.As("")...).Status)
+		require.Equal(t, http.StatusForbidden, h.Do("POST", base+"s", map[string]any{"key": "mine", "title": "Mine"}, f.agent.As("")...).Status)
+
+		res = h.Do("POST", base+"s", map[string]any{"key": "Not Kebab", "title": "x"})
+		wantErr(t, res, http.StatusBadRequest, "Validation error")
+		res = h.Do("POST", base+"s", map[string]any{"key": "triage", "title": "Triage", "retentionDays": 30})
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		require.Equal(t, false, res.Map(t)["seedRulesEnabled"])
+		wantErr(t, h.Do("POST", base+"s", map[string]any{"key": "triage", "title": "Again"}), http.StatusConflict, "Decision queue key already exists")
+		wantErr(t, h.Do("PATCH", base+"s/triage", map[string]any{}), http.StatusBadRequest, "Validation error")
+		res = h.Do("PATCH", base+"s/triage", map[string]any{"title": "Triage lane"})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.Equal(t, "Triage lane", res.Map(t)["title"])
+		wantErr(t, h.Do("PATCH", base+"s/missing", map[string]any{"title": "x"}), http.StatusNotFound, "Decision queue not found")
+
+		res = h.Do("POST", base+"s/triage/items", map[string]any{"sourceKind": "decision", "sourceId": "d-1"})
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		wantErr(t, h.Do("POST", base+"s/triage/items", map[string]any{"sourceKind": "bogus", "sourceId": "d-1"}),
+			http.StatusBadRequest, "Validation error")
+		res = h.Do("GET", base+"s/triage/items", nil)
+		var items []map[string]any
+		res.JSON(t, &items)
+		require.Len(t, items, 1)
+		require.Equal(t, http.StatusOK, h.Do("DELETE", base+"s/triage/items/decision/d-1", nil).Status)
+		require.Equal(t, http.StatusNotFound, h.Do("DELETE", base+"s/triage/items/decision/d-1", nil).Status)
+
+		// Seeding creates the built-in queue and adds items; turning seeding off stops additions.
+		seed := func(id string) map[string]any {
+			out, e := invoke(t, h, "decisions.queues.seed", f.co, map[string]any{"items": []any{
+				map[string]any{"signal": "ask_user_questions", "sourceKind": "issue_thread_interaction", "sourceId": id}}})
+			require.Nil(t, e)
+			var m map[string]any
+			require.NoError(t, json.Unmarshal(out, &m))
+			return m
+		}
+		require.Equal(t, map[string]any{"queuesSeeded": []any{"questions"}, "itemsSeeded": 1.0}, seed("q-1"))
+		require.Equal(t, map[string]any{"queuesSeeded": []any{}, "itemsSeeded": 0.0}, seed("q-1"))
+		res = h.Do("GET", base+"s", nil)
+		var queues []map[string]any
+		res.JSON(t, &queues)
+		require.Len(t, queues, 2)
+		require.Equal(t, "questions", queues[0]["key"])
+		require.Equal(t, true, queues[0]["seedRulesEnabled"])
+		require.Equal(t, http.StatusOK, h.Do("PATCH", base+"s/questions", map[string]any{"seedRulesEnabled": false}).Status)
+		require.Equal(t, 0.0, seed("q-2")["itemsSeeded"])
+		res = h.Do("GET", base+"s/questions/items", nil)
+		res.JSON(t, &items)
+		require.Len(t, items, 1)
+		entries, err := h.Kernel.ActivityList(context.Background(), &kernel.ActivityListParams{CompanyID: f.co,
+			Action: "decision_queue_item.seeded", Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, entries, 1)
+	})
+}
