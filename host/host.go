@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/keelhq/keel/host/hostsvc"
+	"github.com/keelhq/keel/host/metrics"
 	"github.com/keelhq/keel/host/pgembed"
 	"github.com/keelhq/keel/host/queue"
 	"github.com/keelhq/keel/host/supervisor"
@@ -39,6 +41,9 @@ type Host struct {
 	served     chan error
 	// queueStarted yields the job queue's start result; the queue starts in the background.
 	queueStarted chan error
+	// queueState is queueStarting, queueStarted or queueFailed (for readiness).
+	queueState atomic.Int32
+	metrics    *metrics.Metrics
 	// URL is the base URL the API is served at, such as http://127.0.0.1:3100.
 	URL string
 	// LoadErr joins the refusals of extensions that did not load (the host runs without them).
@@ -54,7 +59,7 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	started := &Host{cfg: cfg, log: logger, served: make(chan error, 1)}
+	started := &Host{cfg: cfg, log: logger, served: make(chan error, 1), metrics: metrics.New()}
 	h = started
 	defer func() {
 		if err != nil {
@@ -113,8 +118,9 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	h.Supervisor = supervisor.New(h.Kernel, supervisor.Config{
 		Executable: cfg.Executable, DataDir: cfg.Home, APIURL: apiURL, HealthInterval: cfg.HealthInterval,
 		RestartMin: cfg.RestartMin, ExtensionGOMAXPROCS: cfg.ExtensionGOMAXPROCS, Logger: logger.Named("supervisor"),
+		Metrics: h.metrics,
 	}, hostsvc.Deps{}, &dbProvisioner{pool: h.Kernel.Pool, secret: h.Kernel.InstanceSecret(), instanceID: h.Kernel.InstanceID()}, h.wasm)
-	h.Queue, err = queue.New(queue.Config{Pool: h.Kernel.Pool, Extensions: h.Supervisor, Logger: logger.Named("queue")})
+	h.Queue, err = queue.New(queue.Config{Pool: h.Kernel.Pool, Extensions: h.Supervisor, Logger: logger.Named("queue"), Metrics: h.metrics})
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +129,9 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	h.Kernel.SetEventPublisher(h.Queue)
 	h.Kernel.SetExtensionDirectory(h.Supervisor)
 	h.Kernel.SetRunDirectory(h.Supervisor)
+	if err := h.setUpObservability(); err != nil {
+		return nil, err
+	}
 
 	var sources []*supervisor.Source
 	if !cfg.DisableBuiltins {
@@ -151,6 +160,11 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	h.queueStarted = make(chan error, 1)
 	go func() {
 		err := h.Queue.Start(context.WithoutCancel(ctx))
+		if err == nil {
+			h.queueState.Store(queueStarted)
+		} else {
+			h.queueState.Store(queueFailed)
+		}
 		if err != nil {
 			logger.Error("job queue failed to start", "error", err)
 			select {

@@ -53,6 +53,9 @@ func (k *Kernel) Dispatch(c *fiber.Ctx) error {
 	}
 	route := match.Route
 	ctx := c.UserContext()
+	if k.observer != nil {
+		noteRoute(c, reqID, route, nil)
+	}
 	actor, apiErr := k.ResolveActor(ctx, RequestCredentials{
 		Authorization: c.Get(fiber.HeaderAuthorization),
 		SessionToken:  c.Cookies(SessionCookie),
@@ -60,6 +63,9 @@ func (k *Kernel) Dispatch(c *fiber.Ctx) error {
 	}, route.Access == AccessPublic)
 	if apiErr != nil {
 		return WriteError(c, apiErr)
+	}
+	if k.observer != nil {
+		noteRoute(c, reqID, route, actor)
 	}
 	rc := &RequestContext{Actor: actor, Params: match.Params, Route: route, RequestID: reqID}
 	if err := checkAccess(route.Access, actor); err != nil {
@@ -242,6 +248,7 @@ func (k *Kernel) NewApp(bodyLimit int) *fiber.App {
 			return WriteError(c, err)
 		},
 	})
+	k.mountObservability(app)
 	app.Use(func(c *fiber.Ctx) error {
 		c.Locals("logger", k.log)
 		return c.Next()

@@ -67,7 +67,7 @@ func (n *Notes) Configure(ctx context.Context, env *sdk.Env) error {
 		}
 	}
 	n.maxNotes = cfg.MaxNotesPerCompany
-	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, MaxConns: 8, Migrations: migrations, Dir: "migrations",
+	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, Metrics: env.Metrics, MaxConns: 8, Migrations: migrations, Dir: "migrations",
 		Line: n.manifest.Key, Schema: "ext_example_notes"})
 	if err != nil {
 		return err

@@ -64,6 +64,7 @@ func (e *engine) execute(ctx context.Context, run *heartbeatRun, shuttingDown fu
 	a := e.a
 	// While the run executes: beat executor_seen_at, and watch for a cancel recorded by
 	// another node (which cannot reach this node's adapter), stopping the run here.
+	defer a.metrics.executingRun(run)()
 	beatCtx, stopBeat := context.WithCancel(ctx)
 	go e.watchRun(beatCtx, run)
 	out := e.invokeAdapter(ctx, run)
@@ -162,6 +163,7 @@ func (e *engine) interrupt(run *heartbeatRun) {
 		return
 	}
 	a.log.Info("heartbeat run interrupted by shutdown", "run", run.ID)
+	a.metrics.runFinished(run, "interrupted")
 	_, _ = a.pool.Exec(ctx, `UPDATE agent_wakeup_requests SET status = 'failed', finished_at = now(), error = 'interrupted'
 		WHERE run_id = $1 AND status IN ('queued', 'claimed')`, run.ID)
 	a.systemEvent(ctx, run.ID, msg)
@@ -420,6 +422,7 @@ func (e *engine) finish(ctx context.Context, run *heartbeatRun, out *runOutcome)
 		a.log.Warn("error storing run outcome (the run was settled elsewhere)", "run", run.ID, "error", err)
 		final = out.Status
 	}
+	a.metrics.runFinished(run, final)
 	wakeStatus := "completed"
 	if final != runSucceeded {
 		wakeStatus = "failed"
@@ -490,6 +493,7 @@ func (e *engine) cancelRun(ctx context.Context, runID string) (*cancelRunResult,
 			finished_at = now(), updated_at = now() WHERE id = $1 AND status IN ('queued', 'scheduled_retry')`, run.ID); err != nil {
 			return nil, fmt.Errorf("error cancelling run %s: %w", run.ID, err)
 		}
+		a.metrics.runFinished(run, runCancelled)
 		_, _ = a.pool.Exec(ctx, `UPDATE agent_wakeup_requests SET status = 'cancelled', finished_at = now() WHERE run_id = $1 AND status = 'queued'`, run.ID)
 	case runRunning:
 		if _, err := a.pool.Exec(ctx, `UPDATE heartbeat_runs SET status = 'cancelled', error = 'Run cancelled', error_code = 'cancelled',
