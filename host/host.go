@@ -197,10 +197,19 @@ func (h *Host) Served() <-chan error { return h.served }
 // Config returns the normalized configuration.
 func (h *Host) Config() Config { return h.cfg }
 
+// Shutdown budget: the whole of Stop, and the part of it running jobs (heartbeat runs
+// among them) get to finish before they are interrupted.
+const (
+	stopBudget = 15 * time.Second
+	jobGrace   = 10 * time.Second
+)
+
 // Stop stops serving, shuts down extensions, the queue and the kernel, and the embedded
-// PostgreSQL. Idempotent; safe after a failed Start.
+// PostgreSQL. It says what it waits for ("waiting for 3 runs, up to 10 s"); runs still
+// executing after that are interrupted (recorded as such by the agents extension) and
+// retried by the next start. Idempotent; safe after a failed Start.
 func (h *Host) Stop(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, stopBudget)
 	defer cancel()
 	if h.app != nil {
 		_ = h.app.ShutdownWithTimeout(5 * time.Second)
@@ -216,7 +225,18 @@ func (h *Host) Stop(ctx context.Context) {
 			case <-ctx.Done():
 			}
 		}
-		if err := h.Queue.Stop(ctx); err != nil {
+		if h.Supervisor != nil {
+			runs, calls := h.inFlight(ctx)
+			h.log.Info(fmt.Sprintf("shutting down: waiting for %s and %s, up to %s", plural(runs, "run"), plural(calls, "extension call"), seconds(jobGrace)),
+				"runs", runs, "extension_calls", calls)
+		}
+		interrupted, err := h.Queue.StopWithin(ctx, jobGrace, func() {
+			h.log.Warn(fmt.Sprintf("jobs still running after %s: interrupting them", seconds(jobGrace)))
+			if h.Supervisor != nil {
+				h.Supervisor.Stop(ctx)
+			}
+		})
+		if err != nil && !interrupted {
 			h.log.Warn("error stopping job queue", "error", err)
 		}
 		h.Queue = nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -87,4 +88,38 @@ func (h *Host) setUpObservability() error {
 		return append(out, h.Supervisor.NotReady(ctx)...)
 	})
 	return nil
+}
+
+// inFlight counts the heartbeat runs executing on this node (the agents extension reports
+// them as keel_heartbeat_runs_executing) and the calls into extensions in flight.
+func (h *Host) inFlight(ctx context.Context) (runs, calls int) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for _, data := range h.Supervisor.ExtensionMetrics(ctx) {
+		fams, err := metrics.DecodeFamilies(data)
+		if err != nil {
+			continue
+		}
+		for _, f := range fams {
+			if f.GetName() != "keel_heartbeat_runs_executing" {
+				continue
+			}
+			for _, m := range f.Metric {
+				runs += int(m.GetGauge().GetValue())
+			}
+		}
+	}
+	return runs, h.Supervisor.InFlight()
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// seconds writes a duration as the shutdown message does: "10 s".
+func seconds(d time.Duration) string {
+	return fmt.Sprintf("%g s", d.Seconds())
 }

@@ -45,27 +45,28 @@ func newRunMetrics(reg prometheus.Registerer) *runMetrics {
 	return m
 }
 
-func adapterLabel(run *heartbeatRun) string {
-	if run.AdapterType == nil || *run.AdapterType == "" {
-		return "unknown"
+// adapterLabel is the adapter type of a run, "none" before one was chosen (a queued run).
+func adapterLabel(adapterType string) string {
+	if adapterType == "" {
+		return "none"
 	}
-	return *run.AdapterType
+	return adapterType
 }
 
-// runFinished counts a run reaching status.
-func (m *runMetrics) runFinished(run *heartbeatRun, status string) {
+// runFinished counts a run of the adapter type reaching status.
+func (m *runMetrics) runFinished(status, adapterType string) {
 	if m == nil {
 		return
 	}
-	m.finished.WithLabelValues(status, adapterLabel(run)).Inc()
+	m.finished.WithLabelValues(status, adapterLabel(adapterType)).Inc()
 }
 
 // executingRun counts a run as executing until the returned function is called.
-func (m *runMetrics) executingRun(run *heartbeatRun) func() {
+func (m *runMetrics) executingRun(adapterType string) func() {
 	if m == nil {
 		return func() {}
 	}
-	g := m.executing.WithLabelValues(adapterLabel(run))
+	g := m.executing.WithLabelValues(adapterLabel(adapterType))
 	g.Inc()
 	return g.Dec
 }

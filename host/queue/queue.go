@@ -160,6 +160,23 @@ func (q *Queue) Start(ctx context.Context) error {
 // Stop waits for running jobs to finish (bounded by ctx).
 func (q *Queue) Stop(ctx context.Context) error { return q.client.Stop(ctx) }
 
+// StopWithin waits up to grace for running jobs to finish. Jobs still running then are
+// interrupted: interrupt runs first (the host stops the extensions, which record their
+// long work, such as heartbeat runs, as interrupted), then the jobs' contexts are cancelled
+// and waited for until ctx ends. It reports whether the jobs had to be interrupted.
+func (q *Queue) StopWithin(ctx context.Context, grace time.Duration, interrupt func()) (bool, error) {
+	graceCtx, cancel := context.WithTimeout(ctx, grace)
+	err := q.client.Stop(graceCtx)
+	cancel()
+	if err == nil || ctx.Err() != nil {
+		return false, err
+	}
+	if interrupt != nil {
+		interrupt()
+	}
+	return true, q.client.StopAndCancel(ctx)
+}
+
 // Client exposes the River client for kernel-level jobs.
 func (q *Queue) Client() *river.Client[pgx.Tx] { return q.client }
 

@@ -108,3 +108,14 @@ var (
 	_ metrics.ExtensionStates        = (*Supervisor)(nil)
 	_ metrics.ExtensionMetricsSource = (*Supervisor)(nil)
 )
+
+// InFlight counts the requests, calls, jobs and events being served by extensions now.
+func (s *Supervisor) InFlight() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := 0
+	for _, m := range s.exts {
+		n += int(m.inflight.Load())
+	}
+	return n
+}
