@@ -103,4 +103,3 @@ func TestRunMetricsAndShutdown(t *testing.T) {
 	require.Equal(t, "interrupted", status)
 	require.False(t, strings.Contains(logs.String(), `"error stopping job queue"`))
 }
-
