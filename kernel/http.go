@@ -38,11 +38,7 @@ const SessionCookie = "keel_session"
 
 // Dispatch is the Fiber handler that serves every /api request from the route table.
 func (k *Kernel) Dispatch(c *fiber.Ctx) error {
-	reqID := c.Get("X-Request-Id")
-	if reqID == "" {
-		reqID = uuid.NewString()
-	}
-	c.Set("X-Request-Id", reqID)
+	reqID := requestID(c)
 	path := c.Path()
 	match, exists := k.Routes.Match(c.Method(), path)
 	if match == nil {
@@ -97,6 +93,17 @@ func (k *Kernel) Dispatch(c *fiber.Ctx) error {
 		return WriteError(c, err)
 	}
 	return nil
+}
+
+// requestID returns the request's X-Request-Id, generating one when the client sent none,
+// and echoes it on the response.
+func requestID(c *fiber.Ctx) string {
+	reqID := c.Get("X-Request-Id")
+	if reqID == "" {
+		reqID = uuid.NewString()
+	}
+	c.Set("X-Request-Id", reqID)
+	return reqID
 }
 
 func checkAccess(access Access, actor *Actor) *APIError {

@@ -88,6 +88,12 @@ func noteRoute(c *fiber.Ctx, reqID string, route *Route, actor *Actor) {
 	}
 }
 
+// metricsRoute and readyRoute name the two routes served outside /api in metrics and logs.
+var (
+	metricsRoute = &Route{Method: "GET", Pattern: "/metrics", Owner: "kernel"}
+	readyRoute   = &Route{Method: "GET", Pattern: "/readyz", Owner: "kernel"}
+)
+
 // serveMetrics serves GET /metrics: open to the local board in local_trusted mode, to
 // instance admins otherwise.
 func (k *Kernel) serveMetrics(h fiber.Handler) fiber.Handler {
@@ -99,7 +105,7 @@ func (k *Kernel) serveMetrics(h fiber.Handler) fiber.Handler {
 		if apiErr != nil {
 			return WriteError(c, apiErr)
 		}
-		noteRoute(c, c.Get("X-Request-Id"), &Route{Method: "GET", Pattern: "/metrics", Owner: "kernel"}, actor)
+		noteRoute(c, requestID(c), metricsRoute, actor)
 		if err := checkAccess(AccessInstanceAdmin, actor); err != nil {
 			return WriteError(c, err)
 		}
@@ -140,7 +146,7 @@ func (k *Kernel) ready(ctx context.Context) *Readiness {
 // serveReady answers readiness: 200 when ready, 503 with the problems otherwise.
 func (k *Kernel) serveReady(c *fiber.Ctx) error {
 	r := k.ready(c.UserContext())
-	noteRoute(c, c.Get("X-Request-Id"), &Route{Method: "GET", Pattern: "/readyz", Owner: "kernel"}, nil)
+	noteRoute(c, requestID(c), readyRoute, nil)
 	if r.Status != "ready" {
 		return WriteJSON(c, http.StatusServiceUnavailable, r)
 	}
