@@ -28,7 +28,7 @@ type healthRequest struct {
 }
 
 func (e *healthEndpoint) Meta() *EndpointMeta {
-	return &EndpointMeta{Pattern: "GET /api/health", Access: AccessPublic, Summary: "Reachability, version, deployment mode and exposure"}
+	return &EndpointMeta{Pattern: "GET /api/health", Access: AccessPublic, Summary: "Reachability, version, deployment mode and exposure; with ready=1, readiness (503 until the database, migrations, job queue and every enabled extension are up)"}
 }
 
 func (e *healthEndpoint) Execute(ctx context.Context, req *healthRequest) (*Health, error) {
