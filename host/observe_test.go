@@ -23,6 +23,7 @@ import (
 	"github.com/keelhq/keel/host"
 	"github.com/keelhq/keel/host/pgembed/pgtest"
 	"github.com/keelhq/keel/host/queue"
+	"github.com/keelhq/keel/kernel"
 	"github.com/keelhq/keel/sdk/sdktest"
 )
 
@@ -280,4 +281,18 @@ func TestMetricsNeedInstanceAdminWhenAuthenticated(t *testing.T) {
 	res := h.Do("GET", "/metrics", nil)
 	require.Equal(t, http.StatusUnauthorized, res.Status, "%s", res.Body)
 	require.JSONEq(t, `{"error":"Unauthorized"}`, string(res.Body))
+
+	// A signed-in board user who is not an instance admin is refused.
+	res = h.Do("POST", "/api/auth/sign-up/email", map[string]any{"email": "plain@example.com", "password": "correct horse", "name": "Plain"})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	var session string
+	for _, c := range (&http.Response{Header: res.Header}).Cookies() {
+		if c.Name == kernel.SessionCookie && c.Value != "" {
+			session = c.Name + "=" + c.Value
+		}
+	}
+	require.NotEmpty(t, session)
+	res = h.Do("GET", "/metrics", nil, "Cookie", session)
+	require.Equal(t, http.StatusForbidden, res.Status, "%s", res.Body)
+	require.JSONEq(t, `{"error":"Instance admin access required"}`, string(res.Body))
 }
