@@ -46,6 +46,8 @@ type Config struct {
 	MaxBodyBytes int
 	// LogLevel is trace, debug, info, warn or error (SERVICE_LOG_LEVEL, default info).
 	LogLevel string
+	// LogFormat is text (default) or json, one JSON object per line (SERVICE_LOG_FORMAT).
+	LogFormat string
 	// Executable runs first-party extensions; defaults to this executable.
 	Executable string
 	// HealthInterval is how often extensions are pinged (SERVICE_EXTENSION_HEALTH_INTERVAL, 5s).
@@ -92,6 +94,10 @@ func ConfigFromEnv() (Config, error) {
 	str("SERVICE_PUBLIC_BASE_URL", &c.PublicBaseURL)
 	str("SERVICE_AGENT_JWT_SECRET", &c.AgentJWTSecret)
 	str("SERVICE_LOG_LEVEL", &c.LogLevel)
+	str("SERVICE_LOG_FORMAT", &c.LogFormat)
+	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("SERVICE_LOG_FORMAT=%q is not text or json", c.LogFormat))
+	}
 	var ttl int
 	num("SERVICE_AGENT_JWT_TTL_SECONDS", &ttl)
 	c.AgentJWTTTL = time.Duration(ttl) * time.Second
@@ -155,6 +161,9 @@ func (c *Config) normalize() error {
 	}
 	if c.ExtensionGOMAXPROCS == 0 {
 		c.ExtensionGOMAXPROCS = 1
+	}
+	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("SERVICE_LOG_FORMAT %q is not text or json", c.LogFormat)
 	}
 	if c.Port < 0 || c.Port > 65535 {
 		return fmt.Errorf("SERVICE_PORT %d is out of range", c.Port)

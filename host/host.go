@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/keelhq/keel/host/hostsvc"
+	"github.com/keelhq/keel/host/metrics"
 	"github.com/keelhq/keel/host/pgembed"
 	"github.com/keelhq/keel/host/queue"
 	"github.com/keelhq/keel/host/supervisor"
@@ -39,6 +41,9 @@ type Host struct {
 	served     chan error
 	// queueStarted yields the job queue's start result; the queue starts in the background.
 	queueStarted chan error
+	// queueState is queueStarting, queueStarted or queueFailed (for readiness).
+	queueState atomic.Int32
+	metrics    *metrics.Metrics
 	// URL is the base URL the API is served at, such as http://127.0.0.1:3100.
 	URL string
 	// LoadErr joins the refusals of extensions that did not load (the host runs without them).
@@ -54,7 +59,7 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	started := &Host{cfg: cfg, log: logger, served: make(chan error, 1)}
+	started := &Host{cfg: cfg, log: logger, served: make(chan error, 1), metrics: metrics.New()}
 	h = started
 	defer func() {
 		if err != nil {
@@ -114,8 +119,9 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	h.Supervisor = supervisor.New(h.Kernel, supervisor.Config{
 		Executable: cfg.Executable, DataDir: cfg.Home, APIURL: apiURL, HealthInterval: cfg.HealthInterval,
 		RestartMin: cfg.RestartMin, ExtensionGOMAXPROCS: cfg.ExtensionGOMAXPROCS, AgentUser: cfg.AgentUser, Logger: logger.Named("supervisor"),
+		Metrics: h.metrics,
 	}, hostsvc.Deps{}, &dbProvisioner{pool: h.Kernel.Pool, secret: h.Kernel.InstanceSecret(), instanceID: h.Kernel.InstanceID()}, h.wasm)
-	h.Queue, err = queue.New(queue.Config{Pool: h.Kernel.Pool, Extensions: h.Supervisor, Logger: logger.Named("queue")})
+	h.Queue, err = queue.New(queue.Config{Pool: h.Kernel.Pool, Extensions: h.Supervisor, Logger: logger.Named("queue"), Metrics: h.metrics})
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +130,9 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	h.Kernel.SetEventPublisher(h.Queue)
 	h.Kernel.SetExtensionDirectory(h.Supervisor)
 	h.Kernel.SetRunDirectory(h.Supervisor)
+	if err := h.setUpObservability(); err != nil {
+		return nil, err
+	}
 
 	var sources []*supervisor.Source
 	if !cfg.DisableBuiltins {
@@ -152,6 +161,11 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	h.queueStarted = make(chan error, 1)
 	go func() {
 		err := h.Queue.Start(context.WithoutCancel(ctx))
+		if err == nil {
+			h.queueState.Store(queueStarted)
+		} else {
+			h.queueState.Store(queueFailed)
+		}
 		if err != nil {
 			logger.Error("job queue failed to start", "error", err)
 			select {
@@ -184,10 +198,19 @@ func (h *Host) Served() <-chan error { return h.served }
 // Config returns the normalized configuration.
 func (h *Host) Config() Config { return h.cfg }
 
+// Shutdown budget: the whole of Stop, and the part of it running jobs (heartbeat runs
+// among them) get to finish before they are interrupted.
+const (
+	stopBudget = 15 * time.Second
+	jobGrace   = 10 * time.Second
+)
+
 // Stop stops serving, shuts down extensions, the queue and the kernel, and the embedded
-// PostgreSQL. Idempotent; safe after a failed Start.
+// PostgreSQL. It says what it waits for ("waiting for 3 runs, up to 10 s"); runs still
+// executing after that are interrupted (recorded as such by the agents extension) and
+// retried by the next start. Idempotent; safe after a failed Start.
 func (h *Host) Stop(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, stopBudget)
 	defer cancel()
 	if h.app != nil {
 		_ = h.app.ShutdownWithTimeout(5 * time.Second)
@@ -203,7 +226,18 @@ func (h *Host) Stop(ctx context.Context) {
 			case <-ctx.Done():
 			}
 		}
-		if err := h.Queue.Stop(ctx); err != nil {
+		if h.Supervisor != nil {
+			runs, calls := h.inFlight(ctx)
+			h.log.Info(fmt.Sprintf("shutting down: waiting for %s and %s, up to %s", plural(runs, "run"), plural(calls, "extension call"), seconds(jobGrace)),
+				"runs", runs, "extension_calls", calls)
+		}
+		interrupted, err := h.Queue.StopWithin(ctx, jobGrace, func() {
+			h.log.Warn(fmt.Sprintf("jobs still running after %s: interrupting them", seconds(jobGrace)))
+			if h.Supervisor != nil {
+				h.Supervisor.Stop(ctx)
+			}
+		})
+		if err != nil && !interrupted {
 			h.log.Warn("error stopping job queue", "error", err)
 		}
 		h.Queue = nil

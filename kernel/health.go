@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"net/http"
 	"time"
 )
 
@@ -21,12 +22,22 @@ type Health struct {
 
 type healthEndpoint struct{ k *Kernel }
 
-func (e *healthEndpoint) Meta() *EndpointMeta {
-	return &EndpointMeta{Pattern: "GET /api/health", Access: AccessPublic, Summary: "Reachability, version, deployment mode and exposure"}
+// healthRequest asks for readiness instead of liveness with ?ready=1.
+type healthRequest struct {
+	Ready bool `query:"ready"`
 }
 
-func (e *healthEndpoint) Execute(ctx context.Context, _ *struct{}) (*Health, error) {
+func (e *healthEndpoint) Meta() *EndpointMeta {
+	return &EndpointMeta{Pattern: "GET /api/health", Access: AccessPublic, Summary: "Reachability, version, deployment mode and exposure; with ready=1, readiness (503 until the database, migrations, job queue and every enabled extension are up)"}
+}
+
+func (e *healthEndpoint) Execute(ctx context.Context, req *healthRequest) (*Health, error) {
 	k := e.k
+	if req.Ready {
+		if r := k.ready(ctx); r.Status != "ready" {
+			return nil, (&APIError{Status: http.StatusServiceUnavailable, Message: "Not ready", Details: r}).WithCode("not_ready")
+		}
+	}
 	dbStatus := "ok"
 	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -54,5 +65,5 @@ func (e *healthEndpoint) Execute(ctx context.Context, _ *struct{}) (*Health, err
 }
 
 func (k *Kernel) healthRoutes() []*Route {
-	return []*Route{Mount[struct{}, Health](&healthEndpoint{k})}
+	return []*Route{Mount[healthRequest, Health](&healthEndpoint{k})}
 }

@@ -40,11 +40,7 @@ const SessionCookie = "keel_session"
 
 // Dispatch is the Fiber handler that serves every /api request from the route table.
 func (k *Kernel) Dispatch(c *fiber.Ctx) error {
-	reqID := c.Get("X-Request-Id")
-	if reqID == "" {
-		reqID = uuid.NewString()
-	}
-	c.Set("X-Request-Id", reqID)
+	reqID := requestID(c)
 	path := c.Path()
 	match, exists := k.Routes.Match(c.Method(), path)
 	if match == nil {
@@ -58,6 +54,9 @@ func (k *Kernel) Dispatch(c *fiber.Ctx) error {
 		return WriteError(c, apiErr)
 	}
 	ctx := c.UserContext()
+	if k.observer != nil {
+		noteRoute(c, reqID, route, nil)
+	}
 	actor, apiErr := k.ResolveActor(ctx, RequestCredentials{
 		Authorization: c.Get(fiber.HeaderAuthorization),
 		SessionToken:  c.Cookies(SessionCookie),
@@ -65,6 +64,9 @@ func (k *Kernel) Dispatch(c *fiber.Ctx) error {
 	}, route.Access == AccessPublic)
 	if apiErr != nil {
 		return WriteError(c, apiErr)
+	}
+	if k.observer != nil {
+		noteRoute(c, reqID, route, actor)
 	}
 	rc := &RequestContext{Actor: actor, Params: match.Params, Route: route, RequestID: reqID}
 	if err := checkAccess(route.Access, actor); err != nil {
@@ -96,6 +98,17 @@ func (k *Kernel) Dispatch(c *fiber.Ctx) error {
 		return WriteError(c, err)
 	}
 	return nil
+}
+
+// requestID returns the request's X-Request-Id, generating one when the client sent none,
+// and echoes it on the response.
+func requestID(c *fiber.Ctx) string {
+	reqID := c.Get("X-Request-Id")
+	if reqID == "" {
+		reqID = uuid.NewString()
+	}
+	c.Set("X-Request-Id", reqID)
+	return reqID
 }
 
 func checkAccess(access Access, actor *Actor) *APIError {
@@ -256,6 +269,7 @@ func (k *Kernel) NewApp(bodyLimit int) *fiber.App {
 			return WriteError(c, err)
 		},
 	})
+	k.mountObservability(app)
 	app.Use(func(c *fiber.Ctx) error {
 		c.Locals("logger", k.log)
 		return c.Next()

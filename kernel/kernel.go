@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,6 +132,11 @@ type Kernel struct {
 	extensions ExtensionDirectory
 	runs       runChecks
 
+	// observer, metrics and readiness are the host's observability hooks (see observe.go).
+	observer  RequestObserver
+	metrics   http.Handler
+	readiness []ReadinessCheck
+
 	settingsMu        sync.Mutex
 	settingsListeners []func(section string)
 
@@ -215,6 +221,25 @@ func (k *Kernel) migrate(ctx context.Context) error {
 		k.log.Info("applied kernel migrations", "migrations", res.Applied)
 	}
 	return nil
+}
+
+// pendingMigrations counts embedded kernel migrations not recorded as applied: zero on a
+// node that started, more when a newer node has not migrated a shared database yet (or the
+// bookkeeping was tampered with).
+func (k *Kernel) pendingMigrations(ctx context.Context) (int, error) {
+	ms, err := migrate.Load(migrations.FS, ".")
+	if err != nil {
+		return 0, err
+	}
+	var applied int
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = m.Name
+	}
+	if err := k.Pool.QueryRow(ctx, `SELECT count(*) FROM kernel.schema_migrations WHERE line = 'main' AND name = ANY($1)`, names).Scan(&applied); err != nil {
+		return 0, fmt.Errorf("error counting applied kernel migrations: %w", err)
+	}
+	return len(ms) - applied, nil
 }
 
 // bootstrap makes sure the instance row, the JWT secret and the local board user exist.

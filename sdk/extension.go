@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
 )
@@ -77,6 +78,9 @@ type Env struct {
 	APIURL        string
 	KernelVersion string
 	Logger        hclog.Logger
+	// Metrics is the extension's own Prometheus registry: what is registered here appears on
+	// the host's GET /metrics with an extension label, gathered when the host is scraped.
+	Metrics *prometheus.Registry
 }
 
 // MethodCall is one invocation of a provided method.

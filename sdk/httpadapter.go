@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"net/url"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/keelhq/keel/sdk/pgerr"
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
 )
@@ -19,7 +21,23 @@ const (
 	companyKey
 	paramsKey
 	patternKey
+	loggerKey
 )
+
+// WithLogger returns ctx carrying the logger LoggerFrom returns.
+func WithLogger(ctx context.Context, l hclog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey, l)
+}
+
+// LoggerFrom returns the logger for a request: the extension's logger with the request's
+// request_id, so every line an extension logs while serving a routed request carries the
+// id of the access-log line. Outside a request it returns a logger that discards.
+func LoggerFrom(ctx context.Context) hclog.Logger {
+	if l, ok := ctx.Value(loggerKey).(hclog.Logger); ok && l != nil {
+		return l
+	}
+	return hclog.NewNullLogger()
+}
 
 // ActorFrom returns the actor the kernel resolved for the request (never nil).
 func ActorFrom(ctx context.Context) *Actor {

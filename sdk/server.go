@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -26,10 +27,12 @@ type server struct {
 	mu      sync.RWMutex
 	handler http.Handler
 	env     *Env
+	// metrics is the registry handed to the extension as Env.Metrics, kept across Configures.
+	metrics *prometheus.Registry
 }
 
 func newServer(ext Extension, broker *plugin.GRPCBroker) *server {
-	return &server{ext: ext, broker: broker, log: hclog.New(&hclog.LoggerOptions{
+	return &server{ext: ext, broker: broker, metrics: prometheus.NewRegistry(), log: hclog.New(&hclog.LoggerOptions{
 		Name: ext.Manifest().Key, Output: os.Stderr, JSONFormat: true, Level: hclog.Info,
 	})}
 }
@@ -37,9 +40,12 @@ func newServer(ext Extension, broker *plugin.GRPCBroker) *server {
 // NewServer returns the gRPC service implementation for an extension whose host services
 // come from env (used by in-process tests and non-go-plugin transports).
 func NewServer(ext Extension, env *Env) extensionv1.ExtensionServer {
-	s := &server{ext: ext, env: env, log: hclog.NewNullLogger()}
+	s := &server{ext: ext, env: env, log: hclog.NewNullLogger(), metrics: prometheus.NewRegistry()}
 	if env != nil && env.Logger != nil {
 		s.log = env.Logger
+	}
+	if env != nil && env.Metrics != nil {
+		s.metrics = env.Metrics
 	}
 	if hp, ok := ext.(HTTPProvider); ok {
 		s.handler = hp.HTTPHandler()
@@ -58,7 +64,7 @@ func (s *server) Describe(context.Context, *extensionv1.DescribeRequest) (*exten
 func (s *server) Configure(ctx context.Context, req *extensionv1.ConfigureRequest) (*extensionv1.ConfigureResponse, error) {
 	env := &Env{
 		Config: req.ConfigJson, DatabaseURL: req.DatabaseUrl, DataDir: req.DataDir, InstanceID: req.InstanceId,
-		APIURL: req.ApiUrl, KernelVersion: req.KernelVersion, Logger: s.log,
+		APIURL: req.ApiUrl, KernelVersion: req.KernelVersion, Logger: s.log, Metrics: s.metrics,
 	}
 	if s.broker != nil && req.HostBrokerId != 0 {
 		conn, err := s.broker.DialWithOptions(req.HostBrokerId, GRPCDialOptions()...)
@@ -88,10 +94,22 @@ func (s *server) Handle(ctx context.Context, req *extensionv1.HTTPRequest) (*ext
 	if h == nil {
 		return nil, status.Error(codes.Unimplemented, "extension serves no routes")
 	}
+	if req.RequestId != "" {
+		ctx = WithLogger(ctx, s.log.With("request_id", req.RequestId))
+	} else {
+		ctx = WithLogger(ctx, s.log)
+	}
 	return ServeHTTPRequest(ctx, h, req), nil
 }
 
 func (s *server) Call(ctx context.Context, req *extensionv1.CallRequest) (*extensionv1.CallResponse, error) {
+	if req.Method == MetricsMethod && req.Caller == metricsCaller {
+		b, err := encodeMetrics(s.metrics)
+		if err != nil {
+			return &extensionv1.CallResponse{Error: toProtoError(err)}, nil
+		}
+		return &extensionv1.CallResponse{OutputJson: b}, nil
+	}
 	mp, ok := s.ext.(MethodProvider)
 	if !ok {
 		return nil, status.Error(codes.Unimplemented, "extension provides no methods")

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/keelhq/keel/sdk"
 	"github.com/keelhq/keel/sdk/migrate"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
@@ -32,6 +34,8 @@ type Notes struct {
 	host     *sdk.Host
 	db       *sql.DB
 	maxNotes int
+	// created counts notes created, shown on the host's GET /metrics (see Configure).
+	created prometheus.Counter
 }
 
 // Note is one note as the API shows it.
@@ -67,7 +71,19 @@ func (n *Notes) Configure(ctx context.Context, env *sdk.Env) error {
 		}
 	}
 	n.maxNotes = cfg.MaxNotesPerCompany
-	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, MaxConns: 8, Migrations: migrations, Dir: "migrations",
+	// An extension's own metrics: register them in env.Metrics and the host serves them on
+	// GET /metrics with extension="example.notes".
+	n.created = prometheus.NewCounter(prometheus.CounterOpts{Name: "example_notes_created_total", Help: "Notes created."})
+	if env.Metrics != nil {
+		if err := env.Metrics.Register(n.created); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return fmt.Errorf("error registering metrics: %w", err)
+			}
+			n.created = are.ExistingCollector.(prometheus.Counter)
+		}
+	}
+	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, Metrics: env.Metrics, MaxConns: 8, Migrations: migrations, Dir: "migrations",
 		Line: n.manifest.Key, Schema: "ext_example_notes"})
 	if err != nil {
 		return err
@@ -169,6 +185,9 @@ func (n *Notes) create(w http.ResponseWriter, r *http.Request) {
 		sdk.WriteErr(w, err)
 		return
 	}
+	n.created.Inc()
+	// sdk.LoggerFrom carries the request's request_id into the host's log.
+	sdk.LoggerFrom(ctx).Info("note created", "note", nt.ID)
 	sdk.WriteJSON(w, http.StatusCreated, nt)
 }
 

@@ -46,6 +46,8 @@ type Agents struct {
 	mux     http.Handler
 	// engine is the heartbeat engine (heartbeat*.go); nil until Configure.
 	engine *engine
+	// metrics counts heartbeat runs (metrics.go).
+	metrics *runMetrics
 }
 
 // New returns an unconfigured extension.
@@ -60,7 +62,7 @@ func (a *Agents) Configure(ctx context.Context, env *sdk.Env) error {
 	if env.Logger != nil {
 		a.log = env.Logger
 	}
-	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, MaxConns: 24, Migrations: migrationsFS, Dir: "migrations",
+	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, Metrics: env.Metrics, MaxConns: 24, Migrations: migrationsFS, Dir: "migrations",
 		Line: Key, Schema: Schema})
 	if err != nil {
 		return err
@@ -69,6 +71,7 @@ func (a *Agents) Configure(ctx context.Context, env *sdk.Env) error {
 	a.db = bun.NewDB(a.sqlDB, pgdialect.New())
 	a.mux = idem.Wrap(db.Pool, table.Mux(a), idem.Options{Logger: a.log,
 		Skip: []string{"POST /api/agents/me/secrets/{key}/value"}})
+	a.metrics = newRunMetrics(env.Metrics)
 	a.engine = newEngine(a)
 	return nil
 }

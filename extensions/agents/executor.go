@@ -15,6 +15,8 @@ import (
 
 // runOutcome is what the executor stores when a run finishes.
 type runOutcome struct {
+	// Adapter is the adapter type that ran it, empty when none was reached.
+	Adapter    string
 	Status     string
 	Error      string
 	ErrorCode  string
@@ -106,7 +108,7 @@ func (e *engine) execute(ctx context.Context, run *heartbeatRun, shuttingDown fu
 		}
 	}
 	if shuttingDown() {
-		e.interrupt(run)
+		e.interrupt(run, out.Adapter)
 		return
 	}
 	// Store the outcome even when the run's context was cancelled.
@@ -183,7 +185,7 @@ func (e *engine) signalAdapterCancel(ctx context.Context, run *heartbeatRun) boo
 // adapter call) as interrupted and schedules its one retry, which the next engine to start
 // picks up. If the database is already unreachable the run stays running and the next
 // engine's recovery fails it as process-lost instead.
-func (e *engine) interrupt(run *heartbeatRun) {
+func (e *engine) interrupt(run *heartbeatRun, adapterType string) {
 	a := e.a
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -199,6 +201,7 @@ func (e *engine) interrupt(run *heartbeatRun) {
 		return
 	}
 	a.log.Info("heartbeat run interrupted by shutdown", "run", run.ID)
+	a.metrics.runFinished("interrupted", adapterType)
 	_, _ = a.pool.Exec(ctx, `UPDATE agent_wakeup_requests SET status = 'failed', finished_at = now(), error = 'interrupted'
 		WHERE run_id = $1 AND status IN ('queued', 'claimed')`, run.ID)
 	a.systemEvent(ctx, run.ID, msg)
@@ -223,7 +226,7 @@ func adapterGone(err error) bool {
 
 // invokeAdapter prepares the run (config, agent status, JWT, env, secrets) and calls the
 // adapter's execute.
-func (e *engine) invokeAdapter(ctx context.Context, run *heartbeatRun) *runOutcome {
+func (e *engine) invokeAdapter(ctx context.Context, run *heartbeatRun) (out *runOutcome) {
 	a := e.a
 	fail := func(code, msg string) *runOutcome { return &runOutcome{Status: runFailed, ErrorCode: code, Error: msg} }
 	cfg, err := a.agentConfigGet(ctx, run.AgentID)
@@ -233,6 +236,8 @@ func (e *engine) invokeAdapter(ctx context.Context, run *heartbeatRun) *runOutco
 	if cfg == nil {
 		return fail("agent_not_configured", "Agent has no adapter configuration")
 	}
+	defer func() { out.Adapter = cfg.AdapterType }()
+	defer a.metrics.executingRun(cfg.AdapterType)()
 	_, _ = a.pool.Exec(ctx, `UPDATE heartbeat_runs SET adapter_type = $2 WHERE id = $1`, run.ID, cfg.AdapterType)
 	agent, err := a.agentIdentity(ctx, run.AgentID)
 	if err != nil {
@@ -491,6 +496,7 @@ func (e *engine) finish(ctx context.Context, run *heartbeatRun, out *runOutcome)
 		a.log.Warn("error storing run outcome (the run was settled elsewhere)", "run", run.ID, "error", err)
 		final = out.Status
 	}
+	a.metrics.runFinished(final, out.Adapter)
 	wakeStatus := "completed"
 	if final != runSucceeded {
 		wakeStatus = "failed"
@@ -562,6 +568,11 @@ func (e *engine) cancelRun(ctx context.Context, runID string) (*cancelRunResult,
 			finished_at = now(), updated_at = now() WHERE id = $1 AND status IN ('queued', 'scheduled_retry')`, run.ID); err != nil {
 			return nil, fmt.Errorf("error cancelling run %s: %w", run.ID, err)
 		}
+		adapterType := ""
+		if run.AdapterType != nil {
+			adapterType = *run.AdapterType
+		}
+		a.metrics.runFinished(runCancelled, adapterType)
 		_, _ = a.pool.Exec(ctx, `UPDATE agent_wakeup_requests SET status = 'cancelled', finished_at = now()
 			WHERE run_id = $1 AND status IN ('queued', 'claimed')`, run.ID)
 		if run.claimedAt != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/robfig/cron/v3"
 
+	"github.com/keelhq/keel/host/metrics"
 	"github.com/keelhq/keel/kernel"
 	"github.com/keelhq/keel/sdk"
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
@@ -69,6 +70,8 @@ type Queue struct {
 	client *river.Client[pgx.Tx]
 	exts   Extensions
 	log    hclog.Logger
+	pool   *pgxpool.Pool
+	m      *metrics.Metrics
 }
 
 // Config configures the queue.
@@ -80,6 +83,8 @@ type Config struct {
 	MaxWorkers int
 	// FetchPoll is how often workers poll when LISTEN/NOTIFY is quiet (default River's).
 	FetchPoll time.Duration
+	// Metrics records job latency (nil records nothing).
+	Metrics *metrics.Metrics
 }
 
 // Migrate applies River's migrations in its own schema; safe to re-run and to race.
@@ -114,7 +119,7 @@ func New(cfg Config) (*Queue, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	q := &Queue{exts: cfg.Extensions, log: cfg.Logger}
+	q := &Queue{exts: cfg.Extensions, log: cfg.Logger, pool: cfg.Pool, m: cfg.Metrics}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &extensionJobWorker{q: q})
 	river.AddWorker(workers, river.WorkFunc(q.workEvent))
@@ -154,6 +159,23 @@ func (q *Queue) Start(ctx context.Context) error {
 
 // Stop waits for running jobs to finish (bounded by ctx).
 func (q *Queue) Stop(ctx context.Context) error { return q.client.Stop(ctx) }
+
+// StopWithin waits up to grace for running jobs to finish. Jobs still running then are
+// interrupted: interrupt runs first (the host stops the extensions, which record their
+// long work, such as heartbeat runs, as interrupted), then the jobs' contexts are cancelled
+// and waited for until ctx ends. It reports whether the jobs had to be interrupted.
+func (q *Queue) StopWithin(ctx context.Context, grace time.Duration, interrupt func()) (bool, error) {
+	graceCtx, cancel := context.WithTimeout(ctx, grace)
+	err := q.client.Stop(graceCtx)
+	cancel()
+	if err == nil || ctx.Err() != nil {
+		return false, err
+	}
+	if interrupt != nil {
+		interrupt()
+	}
+	return true, q.client.StopAndCancel(ctx)
+}
 
 // Client exposes the River client for kernel-level jobs.
 func (q *Queue) Client() *river.Client[pgx.Tx] { return q.client }
@@ -294,7 +316,51 @@ func (w *extensionJobWorker) Work(ctx context.Context, job *river.Job[JobArgs]) 
 	return w.q.workJob(ctx, job)
 }
 
-func (q *Queue) workJob(ctx context.Context, job *river.Job[JobArgs]) error {
+// Depth counts the jobs not yet finished by kind and state: extension jobs by
+// "extension/job key", event deliveries by "event:extension". It implements
+// metrics.QueueDepth with one query per scrape.
+func (q *Queue) Depth(ctx context.Context) (map[[2]string]int64, error) {
+	rows, err := q.pool.Query(ctx, `SELECT CASE kind
+			WHEN 'keel_extension_job' THEN coalesce(args->>'extension', '') || '/' || coalesce(args->>'key', '')
+			WHEN 'keel_event_delivery' THEN 'event:' || coalesce(args->>'extension', '')
+			ELSE kind END, state::text, count(*)
+		FROM `+Schema+`.river_job WHERE state IN ('available', 'scheduled', 'retryable', 'running') GROUP BY 1, 2`)
+	if err != nil {
+		return nil, fmt.Errorf("error counting queued jobs: %w", err)
+	}
+	defer rows.Close()
+	out := map[[2]string]int64{}
+	for rows.Next() {
+		var kind, state string
+		var n int64
+		if err := rows.Scan(&kind, &state, &n); err != nil {
+			return nil, fmt.Errorf("error counting queued jobs: %w", err)
+		}
+		out[[2]string{kind, state}] = n
+	}
+	return out, rows.Err()
+}
+
+// observe records a worked job's wait (from due to pick-up) and duration, and the hop
+// into the extension (hop is "job" or "event").
+func (q *Queue) observe(kind, extension, hop string, job *rivertype.JobRow, start time.Time, err error) {
+	if q.m == nil {
+		return
+	}
+	var wait time.Duration
+	if job.AttemptedAt != nil {
+		wait = job.AttemptedAt.Sub(job.ScheduledAt)
+	}
+	d := time.Since(start)
+	q.m.ObserveJob(kind, wait, d, err)
+	q.m.ObserveHop(extension, hop, d, err)
+}
+
+func (q *Queue) workJob(ctx context.Context, job *river.Job[JobArgs]) (err error) {
+	start := time.Now()
+	defer func() {
+		q.observe(job.Args.Extension+"/"+job.Args.Key, job.Args.Extension, "job", job.JobRow, start, err)
+	}()
 	c, release, err := q.exts.Acquire(ctx, job.Args.Extension)
 	if err != nil {
 		return fmt.Errorf("job %s of %s: %w", job.Args.Key, job.Args.Extension, err)
@@ -310,8 +376,10 @@ func (q *Queue) workJob(ctx context.Context, job *river.Job[JobArgs]) error {
 	return nil
 }
 
-func (q *Queue) workEvent(ctx context.Context, job *river.Job[EventArgs]) error {
+func (q *Queue) workEvent(ctx context.Context, job *river.Job[EventArgs]) (err error) {
 	a := job.Args
+	start := time.Now()
+	defer func() { q.observe("event:"+a.Extension, a.Extension, "event", job.JobRow, start, err) }()
 	c, release, err := q.exts.Acquire(ctx, a.Extension)
 	if err != nil {
 		return fmt.Errorf("delivering %s to %s: %w", a.Type, a.Extension, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -54,7 +55,9 @@ func (s *Supervisor) Invoke(ctx context.Context, caller string, req *hostv1.Invo
 		return &hostv1.InvokeResponse{Error: &extensionv1.Error{Status: int32(apiErr.Status), Code: apiErr.Code,
 			Message: apiErr.Message, Source: "downstream"}}, nil
 	}
+	start := time.Now()
 	res, err := client.Call(ctx, &extensionv1.CallRequest{Method: method, InputJson: req.InputJson, Actor: req.Actor, Caller: caller, CompanyId: req.CompanyId})
+	s.cfg.Metrics.ObserveHop(m.key, "call", time.Since(start), err)
 	if err != nil {
 		apiErr := kernel.AsAPIError(s.callError(m, err))
 		if st, ok := status.FromError(err); ok && st.Code() == codes.Unimplemented {

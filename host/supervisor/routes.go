@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"google.golang.org/grpc/codes"
@@ -103,7 +104,9 @@ func (s *Supervisor) forward(m *managed, pattern string) kernel.HandlerFunc {
 		})
 		ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.RequestTimeout)
 		defer cancel()
+		start := time.Now()
 		res, err := client.Handle(ctx, req)
+		s.cfg.Metrics.ObserveHop(m.key, "request", time.Since(start), err)
 		if err != nil {
 			err = s.callError(m, err)
 			var apiErr *kernel.APIError

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/keelhq/keel/host/hostsvc"
+	"github.com/keelhq/keel/host/metrics"
 	"github.com/keelhq/keel/kernel"
 	"github.com/keelhq/keel/sdk"
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
@@ -58,6 +59,8 @@ type Config struct {
 	// inherited environment alone.
 	AgentUser string
 	Logger    hclog.Logger
+	// Metrics records extension hops (nil records nothing).
+	Metrics *metrics.Metrics
 }
 
 // Supervisor owns every loaded extension.

@@ -8,7 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/keelhq/keel/sdk"
 	"github.com/keelhq/keel/sdk/idem"
 	"github.com/keelhq/keel/sdk/outbox"
 )
@@ -33,6 +35,9 @@ type OpenParams struct {
 	// which holds the bookkeeping table schema_migrations.
 	Line   string
 	Schema string
+	// Metrics, when set (pass sdk.Env.Metrics), reports the pool's use as keel_db_pool_*
+	// with the owner label Line.
+	Metrics prometheus.Registerer
 }
 
 // Open connects to an extension's database and applies its embedded migrations, then the
@@ -50,6 +55,15 @@ func Open(ctx context.Context, p OpenParams) (*Database, error) {
 		return nil, fmt.Errorf("error connecting to the database of %s: %w", p.Line, err)
 	}
 	db := &Database{Pool: pool, SQL: stdlib.OpenDBFromPool(pool)}
+	if p.Metrics != nil {
+		// A reconfigured extension opens its database again: the newer pool replaces the older.
+		c := sdk.NewPoolCollector(p.Line, pool)
+		p.Metrics.Unregister(c)
+		if err := p.Metrics.Register(c); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("error registering the pool metrics of %s: %w", p.Line, err)
+		}
+	}
 	ms, err := Load(p.Migrations, p.Dir)
 	if err == nil {
 		_, err = Apply(ctx, db.SQL, Params{Line: p.Line, Table: p.Schema + ".schema_migrations", Migrations: ms})

@@ -57,6 +57,8 @@ type Options struct {
 	DatabaseURL string
 	// Verbose sends host logs to the test log.
 	Verbose bool
+	// Logger, when set, receives the host's logs (tests of the logs themselves).
+	Logger hclog.Logger
 }
 
 // Host is a started host with HTTP helpers.
@@ -92,6 +94,9 @@ func Start(t testing.TB, opts Options) *Host {
 	logger := hclog.NewNullLogger()
 	if opts.Verbose || os.Getenv("KEEL_TEST_VERBOSE") != "" {
 		logger = hclog.New(&hclog.LoggerOptions{Name: "keel", Level: hclog.Debug, Output: testWriter{t}})
+	}
+	if opts.Logger != nil {
+		logger = opts.Logger
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

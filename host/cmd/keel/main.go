@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
 	"github.com/keelhq/keel/extensions"
@@ -77,12 +76,13 @@ func serveCommand() *cobra.Command {
 	f.StringVar(&cfg.DeploymentExposure, "deployment-exposure", cfg.DeploymentExposure, "private or public (SERVICE_DEPLOYMENT_EXPOSURE)")
 	f.StringVar(&cfg.PublicBaseURL, "public-base-url", cfg.PublicBaseURL, "public base URL (SERVICE_PUBLIC_BASE_URL)")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "trace, debug, info, warn or error (SERVICE_LOG_LEVEL)")
+	f.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "text or json (SERVICE_LOG_FORMAT)")
 	f.StringSliceVar(&extDirs, "extensions", nil, "extra extension directories (also SERVICE_EXTENSIONS_PATH)")
 	return cmd
 }
 
 func serve(ctx context.Context, cfg host.Config) error {
-	logger := hclog.New(&hclog.LoggerOptions{Name: "keel", Level: hclog.LevelFromString(cfg.LogLevel), Output: os.Stderr})
+	logger := host.NewLogger(cfg, os.Stderr)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	began := time.Now()
