@@ -288,15 +288,18 @@ func TestDecisions(t *testing.T) {
 	})
 
 	t.Run("ContinuationWake", func(t *testing.T) {
-		body := f.simple("wake me")
+		// Fresh agents: a wake for an issue merges into a run of the same agent and issue
+		// that is still queued (the agents owner's rule), which other subtests may leave.
+		c := newFixture(t, h, "Woken on cancel")
+		body := c.simple("wake me")
 		body["continuationPolicy"] = "wake_origin_agent"
-		d := f.mustPropose(t, body)
+		d := c.mustPropose(t, body)
 		id := d["id"].(string)
 		res := h.Do("POST", "/api/decisions/"+id+"/cancel", nil)
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
-		p := f.wakePayload(t, id)
+		p := c.wakePayload(t, id)
 		require.Equal(t, "cancelled", p["outcome"])
-		require.Equal(t, f.origin, p["issueId"])
+		require.Equal(t, c.origin, p["issueId"])
 
 		// A decided outcome wakes too (another agent, so no wake of the first coalesces).
 		g := newFixture(t, h, "Woken")

@@ -75,6 +75,12 @@ func newFixture(t *testing.T, h *sdktest.Host, name string) *fixture {
 		}
 		return false
 	}, "the origin run")
+	// Let the origin run end (its agent has no adapter), so that a later wake of this agent
+	// for the same issue starts a run of its own instead of merging into the origin run.
+	sdktest.WaitFor(t, 90*time.Second, func() bool {
+		st, _ := h.Do("GET", "/api/heartbeat-runs/"+f.runID, nil).Map(t)["status"].(string)
+		return st != "" && st != "queued" && st != "running" && st != "scheduled_retry"
+	}, "the origin run to end")
 	f.inRun = []string{"Authorization", "Bearer " + h.AgentJWT(f.agent, f.runID)}
 	return f
 }
@@ -166,7 +172,7 @@ func invoke(t testing.TB, h *sdktest.Host, method, companyID string, input any) 
 func (f *fixture) wakePayload(t *testing.T, decisionID string) map[string]any {
 	t.Helper()
 	var payload map[string]any
-	sdktest.WaitFor(t, 30*time.Second, func() bool {
+	sdktest.WaitFor(t, 90*time.Second, func() bool {
 		res := f.h.Do("GET", "/api/companies/"+f.co+"/heartbeat-runs?agentId="+f.agent.ID+"&limit=200", nil)
 		var runs []map[string]any
 		if res.Status != http.StatusOK || json.Unmarshal(res.Body, &runs) != nil {
