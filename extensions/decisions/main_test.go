@@ -171,21 +171,14 @@ func invoke(t testing.TB, h *sdktest.Host, method, companyID string, input any) 
 // and returns that payload.
 func (f *fixture) wakePayload(t *testing.T, decisionID string) map[string]any {
 	t.Helper()
+	// The wake request is what reaches the agents owner; it may start a run of its own or
+	// merge into a queued run of the same agent and issue (a comment effect's wake, say).
 	var payload map[string]any
 	sdktest.WaitFor(t, 90*time.Second, func() bool {
-		res := f.h.Do("GET", "/api/companies/"+f.co+"/heartbeat-runs?agentId="+f.agent.ID+"&limit=200", nil)
-		var runs []map[string]any
-		if res.Status != http.StatusOK || json.Unmarshal(res.Body, &runs) != nil {
-			return false
-		}
-		for _, r := range runs {
-			c, _ := r["contextSnapshot"].(map[string]any)
-			if p, _ := c["payload"].(map[string]any); p != nil && p["decisionId"] == decisionID {
-				payload = p
-				return true
-			}
-		}
-		return false
+		var raw []byte
+		err := f.h.Kernel.Pool.QueryRow(context.Background(), `SELECT payload FROM ext_agents.agent_wakeup_requests
+			WHERE agent_id = $1 AND payload->>'decisionId' = $2 LIMIT 1`, f.agent.ID, decisionID).Scan(&raw)
+		return err == nil && json.Unmarshal(raw, &payload) == nil
 	}, "the continuation wake of "+decisionID)
 	return payload
 }
