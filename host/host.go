@@ -107,6 +107,9 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	if err != nil {
 		return nil, err
 	}
+	if err := checkMasterKey(ctx, h.Kernel, cfg.Home); err != nil {
+		return nil, err
+	}
 	h.wasm, err = newWasmLoader(ctx, filepath.Join(cfg.Home, "wasm-cache"), logger.Named("wasm"))
 	if err != nil {
 		return nil, err
@@ -163,7 +166,9 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	}()
 
 	h.app = h.Kernel.NewApp(0)
-	go func() { h.served <- h.app.Listener(h.ln) }()
+	// The server goroutine gets its own copies: Stop clears the fields.
+	app, ln := h.app, h.ln
+	go func() { h.served <- app.Listener(ln) }()
 	logger.Info("keel is serving", "url", h.URL, "mode", cfg.DeploymentMode, "home", cfg.Home)
 	return h, nil
 }

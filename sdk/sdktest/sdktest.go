@@ -76,6 +76,7 @@ func Start(t testing.TB, opts Options) *Host {
 		dsn = pgtest.NewDatabase(t)
 	}
 	home := t.TempDir()
+	shareMasterKey(t, dsn, home)
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	cfg := host.Config{
@@ -261,4 +262,29 @@ func (a *Agent) As(runID string) []string {
 		h = append(h, "X-Service-Run-Id", runID)
 	}
 	return h
+}
+
+// masterKeyPath is where the secrets master key lives under a host's home (not imported
+// from extensions/secrets, whose own tests use this package).
+const masterKeyPath = "extensions/secrets/master.key"
+
+// masterKeys maps a database to the home of the first test host started on it.
+var masterKeys sync.Map
+
+// shareMasterKey gives a host the secrets master key of the first host on the same
+// database, as the nodes of one instance share theirs: keel refuses a database whose
+// secrets were made under another key.
+func shareMasterKey(t testing.TB, dsn, home string) {
+	t.Helper()
+	first, loaded := masterKeys.LoadOrStore(dsn, home)
+	if !loaded {
+		return
+	}
+	b, err := os.ReadFile(filepath.Join(first.(string), masterKeyPath))
+	if err != nil {
+		return // The first host has not started yet; it records its own key.
+	}
+	path := filepath.Join(home, masterKeyPath)
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	require.NoError(t, os.WriteFile(path, b, 0o600))
 }

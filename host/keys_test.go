@@ -1,0 +1,56 @@
+package host_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/keelhq/keel/host"
+	"github.com/keelhq/keel/host/pgembed/pgtest"
+)
+
+// TestMasterKeyMismatchRefused checks that a database and a data dir from different
+// instances never meet: the database remembers its secrets master key's fingerprint and a
+// start with another key, or without one, is refused with one line.
+func TestMasterKeyMismatchRefused(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	start := func(home string) (*host.Host, error) {
+		h, err := host.Start(context.Background(), host.Config{Home: home, Port: 0, DatabaseURL: dsn, DisableBuiltins: true}, nil)
+		if h != nil {
+			t.Cleanup(func() { h.Stop(context.Background()) })
+		}
+		return h, err
+	}
+	keyPath := func(home string) string { return filepath.Join(home, "extensions", "secrets", "master.key") }
+
+	first := t.TempDir()
+	h, err := start(first)
+	require.NoError(t, err)
+	h.Stop(context.Background())
+	original, err := os.ReadFile(keyPath(first))
+	require.NoError(t, err)
+
+	// A fresh data dir (SERVICE_HOME deleted) against the old database: no key here.
+	fresh := t.TempDir()
+	_, err = start(fresh)
+	require.EqualError(t, err, "the database holds secrets encrypted under a master key that is not here: restore "+keyPath(fresh)+
+		" from the same backup as the database, or set SERVICE_SECRETS_MASTER_KEY to that key, or point keel at a fresh database")
+	_, statErr := os.Stat(keyPath(fresh))
+	require.ErrorIs(t, statErr, os.ErrNotExist, "a refused start generates no key")
+
+	// Another instance's key.
+	other := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Dir(keyPath(other)), 0o700))
+	require.NoError(t, os.WriteFile(keyPath(other), []byte("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n"), 0o600))
+	_, err = start(other)
+	require.ErrorContains(t, err, "the database holds secrets encrypted under a different master key than "+keyPath(other))
+
+	// The restored key starts again.
+	require.NoError(t, os.WriteFile(keyPath(other), original, 0o600))
+	_, err = start(other)
+	require.NoError(t, err)
+}
