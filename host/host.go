@@ -74,6 +74,12 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 		}
 		return nil, fmt.Errorf("error listening on %s: %w", addr, err)
 	}
+	if cfg.DatabaseURL != "" {
+		// An external database is checked before anything else starts.
+		if err := pingDatabase(ctx, cfg.DatabaseURL); err != nil {
+			return nil, err
+		}
+	}
 	h.URL = "http://" + h.ln.Addr().String()
 	apiURL := h.URL
 	if cfg.PublicBaseURL != "" {
