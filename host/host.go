@@ -142,9 +142,12 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 		}
 		sources = append(sources, builtins...)
 	}
-	found, findErr := dirSources(cfg.ExtensionDirs)
+	found, failed, findErr := dirSources(cfg.ExtensionDirs)
 	sources = append(sources, found...)
 	loadErr := h.Supervisor.Load(ctx, sources)
+	if err := markMissing(ctx, h.Kernel, sources, failed, !cfg.DisableBuiltins); err != nil {
+		logger.Warn("error recording extensions not found at start", "error", err)
+	}
 	h.LoadErr = errors.Join(findErr, loadErr)
 	if h.LoadErr != nil {
 		logger.Warn("some extensions were not loaded", "error", h.LoadErr)
