@@ -55,3 +55,24 @@ func TestPluginsListStaleRecords(t *testing.T) {
 	require.Equal(t, "error", rec["status"])
 	require.Equal(t, "not found at start: no extension example.notes in "+dir+" (check SERVICE_EXTENSIONS_PATH)", rec["lastError"])
 }
+
+// TestMissingExecutableRefused checks that an extension whose executable is missing is
+// refused once at load, listed with status error and the reason, and not retried.
+func TestMissingExecutableRefused(t *testing.T) {
+	t.Parallel()
+	built := sdktest.BuildProcessExtension(t, "../examples/process-notes")
+	manifest, err := os.ReadFile(filepath.Join(built, "manifest.json"))
+	require.NoError(t, err)
+	dir := filepath.Join(t.TempDir(), "notes")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifest.json"), manifest, 0o644))
+
+	h := sdktest.Start(t, sdktest.Options{ExtensionDirs: []string{dir}})
+	want := "executable " + filepath.Join(dir, "notes") + " not found: build it there or fix runtime.executable in " + filepath.Join(dir, "manifest.json")
+	require.ErrorContains(t, h.LoadErr, want)
+	res := h.Do("GET", "/api/plugins/example.notes", nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	rec := res.Map(t)
+	require.Equal(t, "error", rec["status"])
+	require.Equal(t, want, rec["lastError"])
+}

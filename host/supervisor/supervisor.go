@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -182,6 +184,13 @@ func (s *Supervisor) register(ctx context.Context, src *Source) (*managed, error
 	}
 	if err := CheckKernelVersion(mf.Kernel, kernel.Version); err != nil {
 		return refuse(err)
+	}
+	if !src.Builtin && runtime == sdk.RuntimeProcess && mf.Runtime.Executable != "" {
+		// A missing executable will not appear by retrying: refuse it once, clearly.
+		path := filepath.Join(src.Dir, filepath.Clean("/" + mf.Runtime.Executable)[1:])
+		if _, err := os.Stat(path); err != nil {
+			return refuse(fmt.Errorf("executable %s not found: build it there or fix runtime.executable in %s", path, filepath.Join(src.Dir, "manifest.json")))
+		}
 	}
 	if err := mf.ValidateConfig(rec.Config); err != nil {
 		return refuse(err)
