@@ -245,3 +245,19 @@ func pingDatabase(ctx context.Context, dsn string) error {
 	}
 	return conn.Close(ctx)
 }
+
+// letPostgresTraverse lets the postgres user reach SERVICE_HOME/db when keel runs as root:
+// it adds only the traverse bits to home (0700 becomes 0711: no listing, no reading), so
+// the whole instance stays under SERVICE_HOME. db/ itself is handed to postgres, 0700.
+func letPostgresTraverse(home string) error {
+	fi, err := os.Stat(home)
+	if err != nil {
+		return fmt.Errorf("error inspecting data dir %s: %w", home, err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o011 != 0o011 {
+		if err := os.Chmod(home, perm|0o011); err != nil {
+			return fmt.Errorf("error letting the postgres user traverse data dir %s: %w", home, err)
+		}
+	}
+	return nil
+}

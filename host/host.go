@@ -65,6 +65,11 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
 		return nil, fmt.Errorf("error creating data dir %s: %w", cfg.Home, err)
 	}
+	if cfg.DatabaseURL == "" && os.Geteuid() == 0 {
+		if err := letPostgresTraverse(cfg.Home); err != nil {
+			return nil, err
+		}
+	}
 	// Bind first: a taken port is the most common start-up failure, and it is cheap to check.
 	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
 	h.ln, err = net.Listen("tcp", addr)

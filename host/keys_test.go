@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -53,4 +54,30 @@ func TestMasterKeyMismatchRefused(t *testing.T) {
 	require.NoError(t, os.WriteFile(keyPath(other), original, 0o600))
 	_, err = start(other)
 	require.NoError(t, err)
+}
+
+// TestDataDirHoldsCluster checks that, as root, the embedded cluster lives under
+// SERVICE_HOME/db (owned by postgres, 0700) and SERVICE_HOME only gains traverse bits.
+func TestDataDirHoldsCluster(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("the placement question only arises as root")
+	}
+	// t.TempDir's parent is 0700, which the postgres user could not traverse.
+	home, err := os.MkdirTemp("", "keel-home-*")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(home) })
+	h, err := host.Start(context.Background(), host.Config{Home: home, Port: 0, DisableBuiltins: true}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { h.Stop(context.Background()) })
+
+	require.FileExists(t, filepath.Join(home, "db", "PG_VERSION"))
+	fi, err := os.Stat(home)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o711), fi.Mode().Perm())
+	fi, err = os.Stat(filepath.Join(home, "db"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+	require.NotEqual(t, uint32(0), fi.Sys().(*syscall.Stat_t).Uid, "db/ belongs to the postgres user")
+	require.FileExists(t, filepath.Join(home, "extensions", "secrets", "master.key"))
 }
