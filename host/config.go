@@ -142,18 +142,11 @@ func ConfigFromEnv() (Config, error) {
 
 // normalize fills defaults and checks the combination.
 func (c *Config) normalize() error {
-	if c.Home == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return fmt.Errorf("error finding the home directory (set SERVICE_HOME): %w", err)
-		}
-		c.Home = filepath.Join(home, ".keel")
-	}
-	abs, err := filepath.Abs(c.Home)
+	home, err := HomeDir(c.Home)
 	if err != nil {
-		return fmt.Errorf("error resolving SERVICE_HOME %s: %w", c.Home, err)
+		return err
 	}
-	c.Home = abs
+	c.Home = home
 	if c.Host == "" {
 		c.Host = "127.0.0.1"
 	}
@@ -260,4 +253,20 @@ func letPostgresTraverse(home string) error {
 		}
 	}
 	return nil
+}
+
+// HomeDir resolves SERVICE_HOME: home made absolute, or ~/.keel when empty.
+func HomeDir(home string) (string, error) {
+	if home == "" {
+		user, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("error finding the home directory (set SERVICE_HOME): %w", err)
+		}
+		home = filepath.Join(user, ".keel")
+	}
+	abs, err := filepath.Abs(home)
+	if err != nil {
+		return "", fmt.Errorf("error resolving SERVICE_HOME %s: %w", home, err)
+	}
+	return abs, nil
 }
