@@ -118,7 +118,7 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	if err != nil {
 		return nil, err
 	}
-	if err := checkMasterKey(ctx, h.Kernel, cfg.Home); err != nil {
+	if err := checkInstanceKeys(ctx, h.Kernel, cfg.Home); err != nil {
 		return nil, err
 	}
 	h.wasm, err = newWasmLoader(ctx, filepath.Join(cfg.Home, "wasm-cache"), logger.Named("wasm"))

@@ -27,6 +27,9 @@ func TestMasterKeyMismatchRefused(t *testing.T) {
 		return h, err
 	}
 	keyPath := func(home string) string { return filepath.Join(home, "extensions", "secrets", "master.key") }
+	signingPath := func(home string) string {
+		return filepath.Join(home, "extensions", "decisions", "decision-signing.key")
+	}
 
 	first := t.TempDir()
 	h, err := start(first)
@@ -34,11 +37,13 @@ func TestMasterKeyMismatchRefused(t *testing.T) {
 	h.Stop(context.Background())
 	original, err := os.ReadFile(keyPath(first))
 	require.NoError(t, err)
+	signing, err := os.ReadFile(signingPath(first))
+	require.NoError(t, err)
 
 	// A fresh data dir (SERVICE_HOME deleted) against the old database: no key here.
 	fresh := t.TempDir()
 	_, err = start(fresh)
-	require.EqualError(t, err, "the database holds secrets encrypted under a master key that is not here: restore "+keyPath(fresh)+
+	require.EqualError(t, err, "the database holds secrets encrypted under a key that is not here: restore "+keyPath(fresh)+
 		" from the same backup as the database, or set SERVICE_SECRETS_MASTER_KEY to that key, or point keel at a fresh database")
 	_, statErr := os.Stat(keyPath(fresh))
 	require.ErrorIs(t, statErr, os.ErrNotExist, "a refused start generates no key")
@@ -48,10 +53,17 @@ func TestMasterKeyMismatchRefused(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Dir(keyPath(other)), 0o700))
 	require.NoError(t, os.WriteFile(keyPath(other), []byte("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n"), 0o600))
 	_, err = start(other)
-	require.ErrorContains(t, err, "the database holds secrets encrypted under a different master key than "+keyPath(other))
+	require.ErrorContains(t, err, "the database holds secrets encrypted under a different key than "+keyPath(other))
 
-	// The restored key starts again.
+	// The right master key but another instance's decision signing key.
 	require.NoError(t, os.WriteFile(keyPath(other), original, 0o600))
+	require.NoError(t, os.MkdirAll(filepath.Dir(signingPath(other)), 0o700))
+	require.NoError(t, os.WriteFile(signingPath(other), []byte("0123456789abcdef0123456789abcdef0123456789abcdef\n"), 0o600))
+	_, err = start(other)
+	require.ErrorContains(t, err, "the database holds decisions signed under a different key than "+signingPath(other))
+
+	// The restored keys start again.
+	require.NoError(t, os.WriteFile(signingPath(other), signing, 0o600))
 	_, err = start(other)
 	require.NoError(t, err)
 }

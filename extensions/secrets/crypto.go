@@ -206,11 +206,3 @@ func LoadMasterKey(dataDir string) ([]byte, error) {
 	k, _, err := loadMasterKey(dataDir)
 	return k, err
 }
-
-// MasterKeyFingerprint identifies a master key without revealing it: an HMAC of a constant
-// under the key, hex.
-func MasterKeyFingerprint(key []byte) string {
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte("keel master key fingerprint v1"))
-	return hex.EncodeToString(mac.Sum(nil))
-}

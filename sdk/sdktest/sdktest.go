@@ -264,27 +264,29 @@ func (a *Agent) As(runID string) []string {
 	return h
 }
 
-// masterKeyPath is where the secrets master key lives under a host's home (not imported
-// from extensions/secrets, whose own tests use this package).
-const masterKeyPath = "extensions/secrets/master.key"
+// instanceKeyPaths are where the keys whose fingerprints the database records live under a
+// host's home (not imported from the extensions, whose own tests use this package).
+var instanceKeyPaths = []string{"extensions/secrets/master.key", "extensions/decisions/decision-signing.key"}
 
 // masterKeys maps a database to the home of the first test host started on it.
 var masterKeys sync.Map
 
-// shareMasterKey gives a host the secrets master key of the first host on the same
-// database, as the nodes of one instance share theirs: keel refuses a database whose
-// secrets were made under another key.
+// shareMasterKey gives a host the keys of the first host on the same database, as the
+// nodes of one instance share theirs: keel refuses a database whose secrets or decisions
+// were made under another key.
 func shareMasterKey(t testing.TB, dsn, home string) {
 	t.Helper()
 	first, loaded := masterKeys.LoadOrStore(dsn, home)
 	if !loaded {
 		return
 	}
-	b, err := os.ReadFile(filepath.Join(first.(string), masterKeyPath))
-	if err != nil {
-		return // The first host has not started yet; it records its own key.
+	for _, rel := range instanceKeyPaths {
+		b, err := os.ReadFile(filepath.Join(first.(string), rel))
+		if err != nil {
+			continue // The first host has not made this key; it records its own.
+		}
+		path := filepath.Join(home, rel)
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
+		require.NoError(t, os.WriteFile(path, b, 0o600))
 	}
-	path := filepath.Join(home, masterKeyPath)
-	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
-	require.NoError(t, os.WriteFile(path, b, 0o600))
 }
