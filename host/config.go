@@ -1,14 +1,18 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Config is keel's configuration, read from flags and SERVICE_* environment variables.
@@ -144,18 +148,11 @@ func ConfigFromEnv() (Config, error) {
 
 // normalize fills defaults and checks the combination.
 func (c *Config) normalize() error {
-	if c.Home == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return fmt.Errorf("error finding the home directory (set SERVICE_HOME): %w", err)
-		}
-		c.Home = filepath.Join(home, ".keel")
-	}
-	abs, err := filepath.Abs(c.Home)
+	home, err := HomeDir(c.Home)
 	if err != nil {
-		return fmt.Errorf("error resolving SERVICE_HOME %s: %w", c.Home, err)
+		return err
 	}
-	c.Home = abs
+	c.Home = home
 	if c.Host == "" {
 		c.Host = "127.0.0.1"
 	}
@@ -166,10 +163,27 @@ func (c *Config) normalize() error {
 		return fmt.Errorf("SERVICE_LOG_FORMAT %q is not text or json", c.LogFormat)
 	}
 	if c.Port < 0 || c.Port > 65535 {
-		return fmt.Errorf("SERVICE_PORT %d is out of range", c.Port)
+		return fmt.Errorf("SERVICE_PORT %d is out of range: use 1 to 65535, or 0 for a free port", c.Port)
+	}
+	if c.PGPort < 0 || c.PGPort > 65535 {
+		return fmt.Errorf("SERVICE_PG_PORT %d is out of range: use 1 to 65535, or leave it unset for the Unix socket only", c.PGPort)
+	}
+	if c.DatabaseURL != "" {
+		if err := checkDatabaseURL(c.DatabaseURL); err != nil {
+			return err
+		}
 	}
 	if c.DeploymentMode == "" {
 		c.DeploymentMode = "local_trusted"
+	}
+	if c.DeploymentMode != "local_trusted" && c.DeploymentMode != "authenticated" {
+		return fmt.Errorf("SERVICE_DEPLOYMENT_MODE %q is not a deployment mode: use local_trusted or authenticated", c.DeploymentMode)
+	}
+	if c.DeploymentExposure == "" {
+		c.DeploymentExposure = "private"
+	}
+	if c.DeploymentExposure != "private" && c.DeploymentExposure != "public" {
+		return fmt.Errorf("SERVICE_DEPLOYMENT_EXPOSURE %q is not an exposure: use private or public", c.DeploymentExposure)
 	}
 	if c.DeploymentMode == "local_trusted" {
 		ip := net.ParseIP(c.Host)
@@ -185,4 +199,83 @@ func (c *Config) normalize() error {
 		c.Executable = exe
 	}
 	return nil
+}
+
+// checkDatabaseURL checks DATABASE_URL's form without echoing it: the URL carries a
+// password.
+func checkDatabaseURL(raw string) error {
+	if strings.Contains(raw, "://") {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return errors.New("DATABASE_URL is not a valid URL: use postgres://user:password@host:5432/database")
+		}
+		if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+			return fmt.Errorf("DATABASE_URL has the unsupported scheme %q: keel needs PostgreSQL, postgres://user:password@host:5432/database", u.Scheme)
+		}
+		return nil
+	}
+	if _, err := pgconn.ParseConfig(raw); err != nil {
+		return errors.New("DATABASE_URL is neither a postgres:// URL nor a key=value connection string: use postgres://user:password@host:5432/database")
+	}
+	return nil
+}
+
+// pingDatabase connects once to DATABASE_URL and reports a failure in one line that names
+// the server and user but never the password.
+func pingDatabase(ctx context.Context, dsn string) error {
+	cc, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return errors.New("DATABASE_URL is not a valid connection string: use postgres://user:password@host:5432/database")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	conn, err := pgconn.ConnectConfig(ctx, cc)
+	if err != nil {
+		reason := err.Error()
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			reason = pgErr.Message
+		} else if inner := errors.Unwrap(err); inner != nil {
+			reason = inner.Error()
+		}
+		// Fallback attempts (such as IPv6 then IPv4) each add a line: the first names the cause.
+		reason, _, _ = strings.Cut(reason, "\n")
+		if cc.Password != "" {
+			reason = strings.ReplaceAll(reason, cc.Password, "****")
+		}
+		return fmt.Errorf("cannot reach the database at %s as %s (DATABASE_URL): %s: check that the server runs and the URL's host, port, user, password and database", net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))+"/"+cc.Database, cc.User, reason)
+	}
+	return conn.Close(ctx)
+}
+
+// letPostgresTraverse lets the postgres user reach SERVICE_HOME/db when keel runs as root:
+// it adds only the traverse bits to home (0700 becomes 0711: no listing, no reading), so
+// the whole instance stays under SERVICE_HOME. db/ itself is handed to postgres, 0700.
+func letPostgresTraverse(home string) error {
+	fi, err := os.Stat(home)
+	if err != nil {
+		return fmt.Errorf("error inspecting data dir %s: %w", home, err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o011 != 0o011 {
+		if err := os.Chmod(home, perm|0o011); err != nil {
+			return fmt.Errorf("error letting the postgres user traverse data dir %s: %w", home, err)
+		}
+	}
+	return nil
+}
+
+// HomeDir resolves SERVICE_HOME: home made absolute, or ~/.keel when empty.
+func HomeDir(home string) (string, error) {
+	if home == "" {
+		user, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("error finding the home directory (set SERVICE_HOME): %w", err)
+		}
+		home = filepath.Join(user, ".keel")
+	}
+	abs, err := filepath.Abs(home)
+	if err != nil {
+		return "", fmt.Errorf("error resolving SERVICE_HOME %s: %w", home, err)
+	}
+	return abs, nil
 }

@@ -70,6 +70,11 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
 		return nil, fmt.Errorf("error creating data dir %s: %w", cfg.Home, err)
 	}
+	if cfg.DatabaseURL == "" && os.Geteuid() == 0 {
+		if err := letPostgresTraverse(cfg.Home); err != nil {
+			return nil, err
+		}
+	}
 	// Bind first: a taken port is the most common start-up failure, and it is cheap to check.
 	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
 	h.ln, err = net.Listen("tcp", addr)
@@ -78,6 +83,12 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 			return nil, fmt.Errorf("port %d on %s is already in use: stop the other process or set SERVICE_PORT", cfg.Port, cfg.Host)
 		}
 		return nil, fmt.Errorf("error listening on %s: %w", addr, err)
+	}
+	if cfg.DatabaseURL != "" {
+		// An external database is checked before anything else starts.
+		if err := pingDatabase(ctx, cfg.DatabaseURL); err != nil {
+			return nil, err
+		}
 	}
 	h.URL = "http://" + h.ln.Addr().String()
 	apiURL := h.URL
@@ -112,6 +123,9 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	if err != nil {
 		return nil, err
 	}
+	if err := checkInstanceKeys(ctx, h.Kernel, cfg.Home); err != nil {
+		return nil, err
+	}
 	h.wasm, err = newWasmLoader(ctx, filepath.Join(cfg.Home, "wasm-cache"), logger.Named("wasm"))
 	if err != nil {
 		return nil, err
@@ -142,9 +156,12 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 		}
 		sources = append(sources, builtins...)
 	}
-	found, findErr := dirSources(cfg.ExtensionDirs)
+	found, failed, findErr := dirSources(cfg.ExtensionDirs)
 	sources = append(sources, found...)
 	loadErr := h.Supervisor.Load(ctx, sources)
+	if err := markMissing(ctx, h.Kernel, sources, failed, !cfg.DisableBuiltins); err != nil {
+		logger.Warn("error recording extensions not found at start", "error", err)
+	}
 	h.LoadErr = errors.Join(findErr, loadErr)
 	if h.LoadErr != nil {
 		logger.Warn("some extensions were not loaded", "error", h.LoadErr)
@@ -177,7 +194,9 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	}()
 
 	h.app = h.Kernel.NewApp(0)
-	go func() { h.served <- h.app.Listener(h.ln) }()
+	// The server goroutine gets its own copies: Stop clears the fields.
+	app, ln := h.app, h.ln
+	go func() { h.served <- app.Listener(ln) }()
 	logger.Info("keel is serving", "url", h.URL, "mode", cfg.DeploymentMode, "home", cfg.Home)
 	return h, nil
 }

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/keelhq/keel/extensions"
 	"github.com/keelhq/keel/host/supervisor"
+	"github.com/keelhq/keel/kernel"
 	"github.com/keelhq/keel/sdk"
 )
 
@@ -59,12 +61,23 @@ func LoadSource(dir string) (*supervisor.Source, error) {
 
 // dirSources finds extensions in the given directories: each is an extension directory
 // (it holds manifest.json) or a directory of extension directories.
-func dirSources(dirs []string) ([]*supervisor.Source, error) {
+// It also returns why each extension directory that failed to load did, by absolute path.
+func dirSources(dirs []string) ([]*supervisor.Source, map[string]error, error) {
 	var out []*supervisor.Source
 	var errs []error
+	failed := map[string]error{}
+	load := func(dir string) (*supervisor.Source, error) {
+		src, err := LoadSource(dir)
+		if err != nil {
+			if abs, aerr := filepath.Abs(dir); aerr == nil {
+				failed[abs] = err
+			}
+		}
+		return src, err
+	}
 	for _, dir := range dirs {
 		if _, err := os.Stat(filepath.Join(dir, ManifestFile)); err == nil {
-			src, err := LoadSource(dir)
+			src, err := load(dir)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -87,7 +100,7 @@ func dirSources(dirs []string) ([]*supervisor.Source, error) {
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			src, err := LoadSource(filepath.Join(dir, n))
+			src, err := load(filepath.Join(dir, n))
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -95,5 +108,36 @@ func dirSources(dirs []string) ([]*supervisor.Source, error) {
 			out = append(out, src)
 		}
 	}
-	return out, errors.Join(errs...)
+	return out, failed, errors.Join(errs...)
+}
+
+// markMissing records every registry row whose extension was not loaded at this start with
+// status error and the reason: the manifest in its directory failed to load, or it was
+// not found at all. /api/plugins then tells the truth about stale rows.
+// Built-in rows are left alone when builtins is false (a start without them).
+func markMissing(ctx context.Context, k *kernel.Kernel, sources []*supervisor.Source, failed map[string]error, builtins bool) error {
+	loaded := map[string]bool{}
+	for _, src := range sources {
+		loaded[src.Manifest.Key] = true
+	}
+	recs, err := k.ExtensionList(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, rec := range recs {
+		if loaded[rec.PluginKey] || (rec.Source == "builtin" && !builtins) {
+			continue
+		}
+		reason := failed[rec.Path]
+		if reason == nil {
+			where := "among the built-in extensions"
+			if rec.Source != "builtin" {
+				where = "in " + rec.Path + " (check SERVICE_EXTENSIONS_PATH)"
+			}
+			reason = fmt.Errorf("not found at start: no extension %s %s", rec.PluginKey, where)
+		}
+		errs = append(errs, k.ExtensionSetStatus(ctx, rec.PluginKey, kernel.ExtensionError, reason))
+	}
+	return errors.Join(errs...)
 }

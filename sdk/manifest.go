@@ -218,6 +218,9 @@ var (
 // ParseManifest strictly decodes a manifest (unknown fields are an error), checks it against
 // the published JSON Schema and then checks what the schema cannot say.
 func ParseManifest(data []byte) (*Manifest, error) {
+	if err := unknownManifestField(data); err != nil {
+		return nil, err
+	}
 	if err := ValidateManifestSchema(data); err != nil {
 		return nil, err
 	}

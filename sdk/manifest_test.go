@@ -113,3 +113,24 @@ func FuzzParseManifest(f *testing.F) {
 		}
 	})
 }
+
+// TestParseManifestUnknownFieldSuggests checks that a misspelt field is named with the
+// closest known field, at the top level and inside nested objects.
+func TestParseManifestUnknownFieldSuggests(t *testing.T) {
+	t.Parallel()
+	base := `{"key":"a.b","version":"1.0.0","kind":"feature","runtime":{"kind":"process","executable":"x"%s}%s}`
+	tests := []struct {
+		name, inner, outer, want string
+	}{
+		{"TopLevel", "", `,"capabilites":[]`, "invalid manifest: unknown field capabilites, did you mean capabilities"},
+		{"Nested", `,"exectuable":"y"`, "", "invalid manifest: unknown field exectuable, did you mean executable"},
+		{"NothingNear", "", `,"bogus":1`, "invalid manifest: unknown field bogus"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseManifest([]byte(strings.ReplaceAll(strings.Replace(strings.Replace(base, "%s", tc.inner, 1), "%s", tc.outer, 1), "\n", "")))
+			require.EqualError(t, err, tc.want)
+		})
+	}
+}

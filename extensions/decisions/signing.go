@@ -121,3 +121,25 @@ func mustJSON(v any) json.RawMessage {
 	}
 	return b
 }
+
+// SigningKeyDir returns the decisions extension's data directory under keel's home.
+func SigningKeyDir(home string) string { return filepath.Join(home, "extensions", Key) }
+
+// SigningKeyPresent reports whether a signing key is available without generating one.
+func SigningKeyPresent(dataDir string) bool {
+	if len(strings.TrimSpace(os.Getenv(SigningSecretEnv))) >= minSecretLen {
+		return true
+	}
+	b, err := os.ReadFile(filepath.Join(dataDir, SigningKeyFile))
+	return err == nil && len(strings.TrimSpace(string(b))) >= minSecretLen
+}
+
+// LoadSigningKey returns the signing key the decisions extension will use (see loadSigner),
+// generating the key file on first use.
+func LoadSigningKey(dataDir string) ([]byte, error) {
+	s, _, err := loadSigner(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	return s.secret, nil
+}

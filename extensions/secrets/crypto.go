@@ -185,3 +185,24 @@ func (s *sealer) digest(value []byte) string {
 func versionAAD(secretID string, version int) []byte {
 	return fmt.Appendf(nil, "keel-secret:%s:%d", secretID, version)
 }
+
+// MasterKeyDir returns the secrets extension's data directory under keel's home, where
+// master.key lives when SERVICE_SECRETS_MASTER_KEY is not set.
+func MasterKeyDir(home string) string { return filepath.Join(home, "extensions", Key) }
+
+// MasterKeyPresent reports whether a master key is available without generating one: the
+// environment variable is set or the key file exists in dataDir.
+func MasterKeyPresent(dataDir string) bool {
+	if v, ok := os.LookupEnv(MasterKeyEnv); ok && strings.TrimSpace(v) != "" {
+		return true
+	}
+	_, err := os.Stat(filepath.Join(dataDir, MasterKeyFile))
+	return err == nil
+}
+
+// LoadMasterKey returns the master key the secrets extension will use (see loadMasterKey),
+// generating the key file on first use.
+func LoadMasterKey(dataDir string) ([]byte, error) {
+	k, _, err := loadMasterKey(dataDir)
+	return k, err
+}

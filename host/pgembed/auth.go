@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,4 +122,46 @@ func (c *Cluster) requireLocalPassword(ctx context.Context) error {
 	}
 	c.log.Info("the embedded cluster now requires the superuser password on its socket too", "password_file", c.passwordFile)
 	return nil
+}
+
+// ConnectionURLs returns postgres:// URLs for database as the superuser of the cluster
+// kept for the requested data dir reqDir, with the password from its 0600 file: one over
+// the Unix socket and, when port is set (SERVICE_PG_PORT), one over 127.0.0.1:port. The
+// cluster need not be running; the URLs work while it does.
+func ConnectionURLs(reqDir string, port int, database string) (socket, tcp string, err error) {
+	reqDir, err = filepath.Abs(reqDir)
+	if err != nil {
+		return "", "", fmt.Errorf("resolving data dir %s: %w", reqDir, err)
+	}
+	pw, ok, err := loadPassword(passwordPath(reqDir))
+	if err != nil {
+		return "", "", err
+	}
+	if !ok {
+		return "", "", fmt.Errorf("no database password at %s: start keel once (keel serve) with this SERVICE_HOME to create the cluster", passwordPath(reqDir))
+	}
+	dataDir := reqDir
+	if _, err := os.Stat(filepath.Join(reqDir, "PG_VERSION")); err != nil {
+		// As root, the cluster may live in the fallback directory (see Start).
+		if alt := filepath.Join(fallbackRoot, "pg-"+shortHash(reqDir)); dirExists(alt) {
+			dataDir = alt
+		}
+	}
+	sockPort := defaultPort
+	if port > 0 {
+		sockPort = port
+	}
+	user := url.UserPassword(superuser, pw)
+	socket = (&url.URL{Scheme: "postgres", User: user, Path: "/" + database,
+		RawQuery: url.Values{"host": {filepath.Join(socketRoot, "keel-pg-"+shortHash(dataDir))}, "port": {fmt.Sprint(sockPort)}, "sslmode": {"disable"}}.Encode()}).String()
+	if port > 0 {
+		tcp = (&url.URL{Scheme: "postgres", User: user, Host: fmt.Sprintf("127.0.0.1:%d", port), Path: "/" + database, RawQuery: "sslmode=disable"}).String()
+	}
+	return socket, tcp, nil
+}
+
+// dirExists reports whether path is an existing directory.
+func dirExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }

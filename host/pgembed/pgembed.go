@@ -134,7 +134,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	dataDir := reqDir
 	if u.root() && !u.canTraverse(reqDir) {
 		dataDir = filepath.Join(fallbackRoot, "pg-"+shortHash(reqDir))
-		log.Warn("the postgres user cannot reach the requested data dir; keeping the cluster elsewhere",
+		log.Warn("the postgres user cannot reach the requested data dir, so the cluster lives elsewhere and a backup of the data dir misses it: make every directory above the data dir traversable (chmod o+x) to keep it there",
 			"requested_dir", reqDir, "cluster_dir", dataDir, "user", u.name)
 		if err := mkdirAll(fallbackRoot, 0o755); err != nil {
 			return nil, fmt.Errorf("creating %s for the cluster of %s: %w", fallbackRoot, reqDir, err)

@@ -424,3 +424,29 @@ func TestSocketLoginNeedsPassword(t *testing.T) {
 	_, err = pgembed.Start(ctx, pgembed.Config{DataDir: dir})
 	require.ErrorContains(t, err, "needs its superuser password file")
 }
+
+// TestConnectionURLs checks that the URLs `keel db url` prints reach the cluster, over the
+// Unix socket and over 127.0.0.1:port, with the generated password.
+func TestConnectionURLs(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, ln.Close())
+	dir := newDataDir(t)
+	start(t, pgembed.Config{DataDir: dir, Port: port})
+
+	socket, tcp, err := pgembed.ConnectionURLs(dir, port, "postgres")
+	require.NoError(t, err)
+	require.Equal(t, 1, queryInt(t, socket, "SELECT 1"))
+	require.Equal(t, fmt.Sprintf("127.0.0.1:%d", port), strings.Split(strings.Split(tcp, "@")[1], "/")[0])
+	require.Equal(t, 1, queryInt(t, tcp, "SELECT 1"))
+
+	socketOnly, none, err := pgembed.ConnectionURLs(dir, 0, "postgres")
+	require.NoError(t, err)
+	require.Empty(t, none)
+	require.Contains(t, socketOnly, "port=5432")
+
+	_, _, err = pgembed.ConnectionURLs(newDataDir(t), 0, "postgres")
+	require.ErrorContains(t, err, "start keel once (keel serve) with this SERVICE_HOME to create the cluster")
+}

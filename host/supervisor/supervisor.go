@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -202,6 +204,18 @@ func (s *Supervisor) register(ctx context.Context, src *Source) (*managed, error
 		delete(s.exts, mf.Key)
 		s.mu.Unlock()
 		return refuse(err)
+	}
+	if !src.Builtin && runtime == sdk.RuntimeProcess && mf.Runtime.Executable != "" {
+		// A missing executable will not appear by retrying: refuse it once, clearly (after
+		// the route check, so a collision is reported as such).
+		path := filepath.Join(src.Dir, filepath.Clean("/" + mf.Runtime.Executable)[1:])
+		if _, err := os.Stat(path); err != nil {
+			s.k.Routes.RemoveOwner(mf.Key)
+			s.mu.Lock()
+			delete(s.exts, mf.Key)
+			s.mu.Unlock()
+			return refuse(fmt.Errorf("executable %s not found: build it there or fix runtime.executable in %s", path, filepath.Join(src.Dir, "manifest.json")))
+		}
 	}
 	if !rec.Enabled {
 		m.setStatus(ctx, kernel.ExtensionDisabled, "extension.disabled", nil)

@@ -258,7 +258,11 @@ func (m *Module) failure(ctx, parent context.Context, inst *instance, op string,
 			ce.Detail += " (" + line + ")"
 		}
 	}
-	m.log.Warn("wasm call failed; instance discarded", "op", op, "error", ce.Error(), "stderr", inst.stderr.headText())
+	// One line at warn; the guest's stderr (often a Go stack trace) only at debug.
+	m.log.Warn("wasm call failed; instance discarded", "op", op, "error", ce.Error())
+	if head := inst.stderr.headText(); head != "" && m.log.IsDebug() {
+		m.log.Debug("stderr of the failed wasm call", "op", op, "stderr", head)
+	}
 	return ce
 }
 

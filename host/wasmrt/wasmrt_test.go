@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -669,4 +670,32 @@ func BenchmarkHealth(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestLimitLogsOneLineAtInfo checks that a broken limit is logged in one line at info
+// level: the guest's stderr (a Go runtime stack trace) only appears at debug.
+func TestLimitLogsOneLineAtInfo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	logs := &logBuffer{}
+	runtime(t) // creates the shared cache directory
+	rt, err := wasmrt.New(ctx, wasmrt.Config{CacheDir: sharedDir, Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rt.Close(ctx) })
+	mf := counterManifest(t)
+	mod, err := rt.Load(ctx, wasmrt.LoadParams{
+		Key: mf.Key, ModulePath: wasmrttest.BuildModule(t, counterDir), Limits: *mf.Runtime.Limits,
+		Services: wasmrttest.NewServices().HostServices(), Capabilities: mf.Capabilities,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mod.Close(ctx) })
+	_, err = mod.Configure(ctx, &extensionv1.ConfigureRequest{ConfigJson: []byte(`{}`), InstanceId: "test"})
+	require.NoError(t, err)
+
+	_, err = mod.Handle(ctx, counterRequest("POST", "co-1", "/hog"))
+	require.ErrorIs(t, err, wasmrt.ErrMemoryLimit)
+	out := logs.String()
+	require.Contains(t, out, "exceeded its memory limit of 32MB")
+	require.NotContains(t, out, "goroutine")
+	require.Equal(t, 1, strings.Count(out, "\n"), "%s", out)
 }

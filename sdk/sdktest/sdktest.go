@@ -6,6 +6,8 @@ package sdktest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -78,6 +80,7 @@ func Start(t testing.TB, opts Options) *Host {
 		dsn = pgtest.NewDatabase(t)
 	}
 	home := t.TempDir()
+	shareMasterKey(t, dsn, home)
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	cfg := host.Config{
@@ -103,6 +106,7 @@ func Start(t testing.TB, opts Options) *Host {
 	h, err := host.Start(ctx, cfg, logger)
 	require.NoError(t, err)
 	t.Cleanup(func() { h.Stop(context.Background()) })
+	keepKeys(t, dsn, home)
 	require.NoError(t, h.Supervisor.WaitReady(ctx))
 	return &Host{Host: h, t: t, DatabaseURL: dsn}
 }
@@ -266,4 +270,51 @@ func (a *Agent) As(runID string) []string {
 		h = append(h, "X-Service-Run-Id", runID)
 	}
 	return h
+}
+
+// instanceKeyPaths are where the keys whose fingerprints the database records live under a
+// host's home (not imported from the extensions, whose own tests use this package).
+var instanceKeyPaths = []string{"extensions/secrets/master.key", "extensions/decisions/decision-signing.key"}
+
+// keyStore is where the keys of the first test host on a database are kept for the
+// others, in this process or another (a helper node): a directory per database.
+func keyStore(dsn string) string {
+	sum := sha256.Sum256([]byte(dsn))
+	return filepath.Join(os.TempDir(), "keel-sdktest-keys", hex.EncodeToString(sum[:8]))
+}
+
+// shareMasterKey gives a host the keys of the first host on the same database, as the
+// nodes of one instance share theirs: keel refuses a database whose secrets or decisions
+// were made under another key.
+func shareMasterKey(t testing.TB, dsn, home string) {
+	t.Helper()
+	for _, rel := range instanceKeyPaths {
+		b, err := os.ReadFile(filepath.Join(keyStore(dsn), rel))
+		if err != nil {
+			continue // No host has started on this database yet; this one makes the keys.
+		}
+		path := filepath.Join(home, rel)
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
+		require.NoError(t, os.WriteFile(path, b, 0o600))
+	}
+}
+
+// keepKeys saves the keys of a started host for later hosts on its database, unless an
+// earlier host did, and removes them when the test ends.
+func keepKeys(t testing.TB, dsn, home string) {
+	t.Helper()
+	store := keyStore(dsn)
+	for _, rel := range instanceKeyPaths {
+		dst := filepath.Join(store, rel)
+		if _, err := os.Stat(dst); err == nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(home, rel))
+		if err != nil {
+			continue
+		}
+		require.NoError(t, os.MkdirAll(filepath.Dir(dst), 0o700))
+		require.NoError(t, os.WriteFile(dst, b, 0o600))
+		t.Cleanup(func() { os.RemoveAll(store) })
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/keelhq/keel/extensions"
 	_ "github.com/keelhq/keel/extensions/all"
 	"github.com/keelhq/keel/host"
+	"github.com/keelhq/keel/host/pgembed"
 	"github.com/keelhq/keel/host/supervisor"
 	"github.com/keelhq/keel/kernel"
 	"github.com/keelhq/keel/sdk"
@@ -49,7 +51,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCommand(), extensionCommand(), versionCommand())
+	root.AddCommand(serveCommand(), extensionCommand(), versionCommand(), dbCommand())
 	return root
 }
 
@@ -130,4 +132,46 @@ func versionCommand() *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), "keel", kernel.Version)
 		},
 	}
+}
+
+// dbCommand groups commands about the embedded PostgreSQL cluster.
+func dbCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "db", Short: "The embedded PostgreSQL cluster"}
+	cfg, envErr := host.ConfigFromEnv()
+	socket := false
+	database := "keel"
+	url := &cobra.Command{
+		Use:   "url",
+		Short: "Print a URL to connect to the embedded cluster (psql \"$(keel db url)\"): over 127.0.0.1:SERVICE_PG_PORT when set, else over the Unix socket",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if envErr != nil {
+				return envErr
+			}
+			if cfg.DatabaseURL != "" {
+				return errors.New("DATABASE_URL is set: keel uses that database, not an embedded cluster")
+			}
+			home, err := host.HomeDir(cfg.Home)
+			if err != nil {
+				return err
+			}
+			sock, tcp, err := pgembed.ConnectionURLs(filepath.Join(home, "db"), cfg.PGPort, database)
+			if err != nil {
+				return err
+			}
+			if tcp != "" && !socket {
+				fmt.Fprintln(cmd.OutOrStdout(), tcp)
+				return nil
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), sock)
+			return nil
+		},
+	}
+	f := url.Flags()
+	f.StringVar(&cfg.Home, "home", cfg.Home, "data directory (SERVICE_HOME, default ~/.keel)")
+	f.IntVar(&cfg.PGPort, "pg-port", cfg.PGPort, "the cluster's TCP port (SERVICE_PG_PORT)")
+	f.BoolVar(&socket, "socket", false, "print the Unix socket URL even when a TCP port is set")
+	f.StringVar(&database, "database", database, "database name")
+	cmd.AddCommand(url)
+	return cmd
 }
