@@ -124,17 +124,7 @@ func (x *Decisions) wakeTx(ctx context.Context, tx pgx.Tx, d *Decision, outcome 
 }
 
 // deliver delivers committed outbox rows now (the drainer retries what fails).
-func (x *Decisions) deliver(ctx context.Context, ids ...string) {
-	var keep []string
-	for _, id := range ids {
-		if id != "" {
-			keep = append(keep, id)
-		}
-	}
-	if len(keep) > 0 {
-		x.outbox.Deliver(ctx, keep)
-	}
-}
+func (x *Decisions) deliver(ctx context.Context, ids ...string) { x.outbox.Deliver(ctx, ids) }
 
 // call invokes another extension's method with an actor.
 func (x *Decisions) call(ctx context.Context, actor *sdk.Actor, method, companyID string, in, out any) error {

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -186,11 +187,15 @@ func (o *Outbox) run() {
 	}
 }
 
-// Deliver delivers rows this process just committed, before the request that wrote them
+// Deliver delivers rows this process just committed (empty ids are skipped), before the request that wrote them
 // answers, so a reader sees the activity at once (as with a direct append). A row the
 // background drainer holds is waited for; a failed one stays for the drainer to retry.
 func (o *Outbox) Deliver(ctx context.Context, ids []string) {
-	if o == nil || len(ids) == 0 {
+	if o == nil {
+		return
+	}
+	ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == "" })
+	if len(ids) == 0 {
 		return
 	}
 	if _, err := o.deliverRows(ctx, `WHERE id = ANY($1::uuid[]) ORDER BY created_at, id FOR UPDATE`, ids); err != nil {
@@ -301,11 +306,7 @@ func permanent(err error) bool {
 	if errors.As(err, &se) {
 		return se.Status >= 400 && se.Status < 500
 	}
-	switch status.Code(errors.Unwrap(err)) {
-	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.FailedPrecondition:
-		return true
-	}
-	switch status.Code(err) {
+	switch status.Code(err) { // status.Code finds a wrapped gRPC status too
 	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.FailedPrecondition:
 		return true
 	}
