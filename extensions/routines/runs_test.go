@@ -59,7 +59,7 @@ func TestManualRuns(t *testing.T) {
 		require.Equal(t, "high", iss["priority"])
 
 		// Work woke the assignee for the new issue, exactly once.
-		sdktest.WaitFor(t, 10*time.Second, func() bool { return len(f.runsForIssue(t, iss["id"].(string))) > 0 }, "the assignee's wake")
+		sdktest.WaitFor(t, 60*time.Second, func() bool { return len(f.runsForIssue(t, iss["id"].(string))) > 0 }, "the assignee's wake")
 		time.Sleep(300 * time.Millisecond)
 		require.Len(t, f.runsForIssue(t, iss["id"].(string)), 1, "one wake per execution issue")
 
@@ -162,7 +162,7 @@ func TestManualRuns(t *testing.T) {
 			res := h.Do("PATCH", "/api/issues/"+first["linkedIssueId"].(string), map[string]any{"status": st})
 			require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 		}
-		sdktest.WaitFor(t, 10*time.Second, func() bool {
+		sdktest.WaitFor(t, 60*time.Second, func() bool {
 			for _, r := range f.runs(t, co["id"].(string)) {
 				if r["id"] == first["id"] {
 					return r["status"] == "completed" && r["completedAt"] != nil
@@ -175,7 +175,7 @@ func TestManualRuns(t *testing.T) {
 		require.NotEqual(t, first["linkedIssueId"], third["linkedIssueId"])
 		res := h.Do("PATCH", "/api/issues/"+third["linkedIssueId"].(string), map[string]any{"status": "cancelled"})
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
-		sdktest.WaitFor(t, 10*time.Second, func() bool {
+		sdktest.WaitFor(t, 60*time.Second, func() bool {
 			for _, r := range f.runs(t, co["id"].(string)) {
 				if r["id"] == third["id"] {
 					return r["status"] == "failed" && r["failureReason"] == "execution_issue_cancelled"
@@ -184,7 +184,7 @@ func TestManualRuns(t *testing.T) {
 			return false
 		}, "the cancelled run to fail")
 		// The activity entry is appended right after the run's status changes.
-		sdktest.WaitFor(t, 10*time.Second, func() bool {
+		sdktest.WaitFor(t, 60*time.Second, func() bool {
 			return len(activityEntries(t, h, f.co, "routine_run.updated", third["id"].(string))) > 0
 		}, "the routine_run.updated entry")
 
