@@ -29,13 +29,16 @@ run: deps build
 	./$(BIN) serve
 
 # test builds everything and runs the whole suite against real PostgreSQL and real
-# extension processes.
+# extension processes: the host module, then the SDK module (sdk/, a Go module of its own).
 test: deps build vet
 	$(GO) test $(GOFLAGS) -p $(TEST_P) -count=1 -timeout 20m $(PKGS)
+	cd sdk && $(GO) test $(GOFLAGS) -p $(TEST_P) -count=1 -timeout 20m $(PKGS)
 
 vet:
 	$(GO) vet $(PKGS)
-	GOOS=wasip1 GOARCH=wasm $(GO) vet ./sdk/wasmguest/ ./examples/wasm-counter/
+	cd sdk && $(GO) vet $(PKGS)
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./examples/wasm-counter/
+	cd sdk && GOOS=wasip1 GOARCH=wasm $(GO) vet ./wasmguest/
 
 # bench prints start-up times, the extension hop p50/p99, kernel and extension read
 # throughput, the PSS of the host and each extension process, and issue list and search

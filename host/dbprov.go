@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/keelhq/keel/sdk"
 )
 
 // dbProvisioner gives each extension with the database capability one schema, ext_<key>,
@@ -25,7 +27,7 @@ type dbProvisioner struct {
 
 // ExtensionSchema returns the schema (and role) name of an extension key.
 func ExtensionSchema(key string) string {
-	return "ext_" + strings.ReplaceAll(key, ".", "_")
+	return sdk.SchemaName(key)
 }
 
 // ProvisionExtensionDatabase implements supervisor.DatabaseProvisioner.

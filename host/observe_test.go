@@ -24,7 +24,7 @@ import (
 	"github.com/keelhq/keel/host/pgembed/pgtest"
 	"github.com/keelhq/keel/host/queue"
 	"github.com/keelhq/keel/kernel"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // syncBuffer is a log sink safe for the host's concurrent writers.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,6 +65,12 @@ type Stopper interface {
 	Stop(ctx context.Context) error
 }
 
+// SchemaName returns the PostgreSQL schema (and role name stem) the host gives an extension
+// with the database capability: ext_ and the key with dots as underscores.
+func SchemaName(key string) string {
+	return "ext_" + strings.ReplaceAll(key, ".", "_")
+}
+
 // Env is what the host hands an extension at Configure.
 type Env struct {
 	// Host reaches the host services the manifest's capabilities allow.
@@ -72,6 +79,11 @@ type Env struct {
 	Config json.RawMessage
 	// DatabaseURL connects as the extension's own role to its own schema (database capability).
 	DatabaseURL string
+	// Key is the extension's key (its manifest's).
+	Key string
+	// Schema is the extension's own PostgreSQL schema (SchemaName of the key), set with
+	// DatabaseURL; migrate.Open keeps its bookkeeping there unless told otherwise.
+	Schema string
 	// DataDir is a directory the extension owns.
 	DataDir       string
 	InstanceID    string

@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/require"
 
-	"github.com/keelhq/keel/host/metrics"
 	"github.com/keelhq/keel/sdk"
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
 )
@@ -60,7 +63,7 @@ func TestObservability(t *testing.T) {
 		require.Nil(t, res.Error)
 		var data []byte
 		require.NoError(t, json.Unmarshal(res.OutputJson, &data))
-		fams, err := metrics.DecodeFamilies(data)
+		fams, err := decodeFamilies(data)
 		require.NoError(t, err)
 		require.Len(t, fams, 1)
 		require.Equal(t, "test_things_total", fams[0].GetName())
@@ -72,34 +75,21 @@ func TestObservability(t *testing.T) {
 		require.NoError(t, err)
 		require.JSONEq(t, `{"method":"keel.metrics"}`, string(res.OutputJson))
 	})
-
-	t.Run("GathererAddsExtensionLabel", func(t *testing.T) {
-		res, err := srv.Call(ctx, &extensionv1.CallRequest{Method: sdk.MetricsMethod, Caller: "host"})
-		require.NoError(t, err)
-		var data []byte
-		require.NoError(t, json.Unmarshal(res.OutputJson, &data))
-		fams, err := metrics.ExtensionGatherer{Source: fixedSource{"a.one": data, "b.two": data}}.Gather()
-		require.NoError(t, err)
-		require.Len(t, fams, 1)
-		require.Len(t, fams[0].Metric, 2, "the same metric of two extensions merges into one family")
-		seen := map[string]bool{}
-		for _, m := range fams[0].Metric {
-			for _, l := range m.Label {
-				if l.GetName() == "extension" {
-					seen[l.GetValue()] = true
-				}
-			}
-		}
-		require.Equal(t, map[string]bool{"a.one": true, "b.two": true}, seen)
-	})
 }
 
-type fixedSource map[string][]byte
-
-func (f fixedSource) ExtensionMetrics(context.Context) map[string][]byte {
-	out := map[string][]byte{}
-	for k, v := range f {
-		out[k] = append([]byte(nil), v...)
+// decodeFamilies decodes the delimited protobuf exposition format the SDK hands the host
+// (the host decodes it in host/metrics, which the SDK module does not import).
+func decodeFamilies(data []byte) ([]*dto.MetricFamily, error) {
+	dec := expfmt.NewDecoder(bytes.NewReader(data), expfmt.NewFormat(expfmt.TypeProtoDelim))
+	var out []*dto.MetricFamily
+	for {
+		f := &dto.MetricFamily{}
+		if err := dec.Decode(f); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, err
+		}
+		out = append(out, f)
 	}
-	return out
 }

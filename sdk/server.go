@@ -65,6 +65,10 @@ func (s *server) Configure(ctx context.Context, req *extensionv1.ConfigureReques
 	env := &Env{
 		Config: req.ConfigJson, DatabaseURL: req.DatabaseUrl, DataDir: req.DataDir, InstanceID: req.InstanceId,
 		APIURL: req.ApiUrl, KernelVersion: req.KernelVersion, Logger: s.log, Metrics: s.metrics,
+		Key: s.ext.Manifest().Key,
+	}
+	if env.DatabaseURL != "" {
+		env.Schema = SchemaName(env.Key)
 	}
 	if s.broker != nil && req.HostBrokerId != 0 {
 		conn, err := s.broker.DialWithOptions(req.HostBrokerId, GRPCDialOptions()...)

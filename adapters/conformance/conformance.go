@@ -17,7 +17,7 @@ import (
 	"github.com/keelhq/keel/sdk/adapter"
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // Subject describes the adapter under test and how to reach it.

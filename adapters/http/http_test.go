@@ -19,7 +19,7 @@ import (
 	"github.com/keelhq/keel/sdk/adapter"
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 func startHost(t *testing.T) *sdktest.Host {

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	_ "github.com/keelhq/keel/adapters/http"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // TestMain runs the tests; when the host re-executes this binary as the http adapter,

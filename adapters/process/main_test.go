@@ -6,7 +6,7 @@ import (
 
 	_ "github.com/keelhq/keel/adapters/process"
 	"github.com/keelhq/keel/host/supervisor"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // TestMain runs the tests; when the host re-executes this binary as the process adapter

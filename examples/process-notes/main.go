@@ -83,8 +83,8 @@ func (n *Notes) Configure(ctx context.Context, env *sdk.Env) error {
 			n.created = are.ExistingCollector.(prometheus.Counter)
 		}
 	}
-	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, Metrics: env.Metrics, MaxConns: 8, Migrations: migrations, Dir: "migrations",
-		Line: n.manifest.Key, Schema: "ext_example_notes"})
+	// Env supplies the database URL, the migration line (the key), the schema and metrics.
+	db, err := migrate.Open(ctx, migrate.OpenParams{Env: env, MaxConns: 8, Migrations: migrations, Dir: "migrations"})
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // TestLongRunsDoNotStarveTheQueue starts more long runs than the node has job-queue workers

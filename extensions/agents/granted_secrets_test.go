@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	_ "github.com/keelhq/keel/extensions/secrets"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // TestGrantedSecretsThroughRun walks the granted-secret routes with the secrets extension

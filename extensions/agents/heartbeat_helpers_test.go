@@ -12,7 +12,7 @@ import (
 	_ "github.com/keelhq/keel/adapters/process"
 	_ "github.com/keelhq/keel/extensions/agents/internal/fakeadapter"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // hbAgent creates a kernel agent with an API key and inserts its agent_configs row

@@ -18,7 +18,7 @@ import (
 	"github.com/keelhq/keel/host"
 	"github.com/keelhq/keel/host/pgembed/pgtest"
 	"github.com/keelhq/keel/kernel"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 var paramRE = regexp.MustCompile(`\{[^}]+\}`)

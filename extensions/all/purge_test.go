@@ -15,7 +15,7 @@ import (
 
 	_ "github.com/keelhq/keel/extensions/all"
 	"github.com/keelhq/keel/host"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 func TestMain(m *testing.M) { sdktest.Main(m) }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/keelhq/keel/host"
 	"github.com/keelhq/keel/kernel"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // roleUser signs a user up in authenticated mode and returns bearer headers for a board

@@ -17,7 +17,7 @@ import (
 
 	_ "github.com/keelhq/keel/extensions/dashboard" // for BenchmarkDashboard1M
 	"github.com/keelhq/keel/host/pgembed/pgtest"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // bench1M is a database holding one company with 1,000,000 cost events over 90 days,

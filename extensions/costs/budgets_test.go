@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // cost reports billed cents for an agent now (optionally for a project).

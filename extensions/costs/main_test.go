@@ -15,7 +15,7 @@ import (
 	_ "github.com/keelhq/keel/extensions/work"
 	"github.com/keelhq/keel/sdk"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // The tests are in package costs (not costs_test) so that the query plan test can EXPLAIN

@@ -11,7 +11,7 @@ import (
 
 	"github.com/keelhq/keel/extensions/dashboard"
 	"github.com/keelhq/keel/host"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 func TestDashboard(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/keelhq/keel/host"
 	"github.com/keelhq/keel/kernel"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // boardUser signs a user up in authenticated mode and returns a board API key of theirs and

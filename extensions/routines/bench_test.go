@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // BenchmarkPublicFireHMAC measures HTTP requests per second to the public fire route of a

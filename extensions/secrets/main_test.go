@@ -15,7 +15,7 @@ import (
 	_ "github.com/keelhq/keel/extensions/secrets"
 	"github.com/keelhq/keel/sdk"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // TestMain runs the tests; when the host re-executes this binary as the secrets extension,

@@ -18,7 +18,7 @@ import (
 	"github.com/keelhq/keel/kernel"
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // waitWorkReady waits until the work extension serves requests: a host may start serving

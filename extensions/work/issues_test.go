@@ -16,7 +16,7 @@ import (
 	"github.com/keelhq/keel/kernel"
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // --- helpers of the issues-area tests (prefixed iss to stay apart from other areas) -------

@@ -18,7 +18,7 @@ import (
 	"github.com/keelhq/keel/extensions/work"
 	"github.com/keelhq/keel/sdk"
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // searchErrPaths returns the detail paths of a search validation error.

@@ -27,7 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 func TestMain(m *testing.M) { sdktest.Main(m) }

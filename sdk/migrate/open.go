@@ -1,10 +1,12 @@
 package migrate
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -24,6 +26,9 @@ type Database struct {
 
 // OpenParams configures Open.
 type OpenParams struct {
+	// Env, when set, supplies URL, Line, Schema and Metrics where they are left empty
+	// (its DatabaseURL, Key, Schema and Metrics).
+	Env *sdk.Env
 	// URL is the extension's database URL (sdk.Env.DatabaseURL).
 	URL string
 	// MaxConns bounds the pool; zero keeps pgx's default.
@@ -32,7 +37,8 @@ type OpenParams struct {
 	Migrations fs.FS
 	Dir        string
 	// Line names the migration line (the extension key) and Schema the extension's schema,
-	// which holds the bookkeeping table schema_migrations.
+	// which holds the bookkeeping table schema_migrations. Schema defaults to Env.Schema,
+	// else to the URL's search_path (the host sets it to the extension's schema).
 	Line   string
 	Schema string
 	// Metrics, when set (pass sdk.Env.Metrics), reports the pool's use as keel_db_pool_*
@@ -43,9 +49,23 @@ type OpenParams struct {
 // Open connects to an extension's database and applies its embedded migrations, then the
 // SDK's own lines (the Idempotency-Key table of sdk/idem, the outbox of sdk/outbox). On an error nothing is left open.
 func Open(ctx context.Context, p OpenParams) (*Database, error) {
+	if e := p.Env; e != nil {
+		p.URL = cmp.Or(p.URL, e.DatabaseURL)
+		p.Line = cmp.Or(p.Line, e.Key)
+		p.Schema = cmp.Or(p.Schema, e.Schema)
+		if p.Metrics == nil && e.Metrics != nil {
+			p.Metrics = e.Metrics
+		}
+	}
 	cfg, err := pgxpool.ParseConfig(p.URL)
 	if err != nil {
 		return nil, fmt.Errorf("error parsing the database URL of %s: %w", p.Line, err)
+	}
+	if p.Schema == "" {
+		p.Schema = cfg.ConnConfig.RuntimeParams["search_path"]
+	}
+	if p.Line == "" || p.Schema == "" || strings.Contains(p.Schema, ",") {
+		return nil, fmt.Errorf("error opening the database of %q: the migration line and one schema are required (pass Env)", p.Line)
 	}
 	if p.MaxConns > 0 {
 		cfg.MaxConns = p.MaxConns

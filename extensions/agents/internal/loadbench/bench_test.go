@@ -14,7 +14,7 @@ import (
 	_ "github.com/keelhq/keel/extensions/routines"
 	_ "github.com/keelhq/keel/extensions/work"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // TestMain runs the benchmarks; when the host re-executes this binary as an extension,
