@@ -35,7 +35,7 @@ func TestManifestLoading(t *testing.T) {
 	t.Run("RefusesRouteCollisionAtLoad", func(t *testing.T) {
 		t.Parallel()
 		notes := sdktest.BuildProcessExtension(t, "../examples/process-notes")
-		h := sdktest.Start(t, sdktest.Options{ExtensionDirs: []string{notes, "testdata/collide-a", "testdata/collide-b"}})
+		h := sdktest.Start(t, sdktest.Options{ExtensionDirs: []string{notes, "testdata/collide-a", "testdata/collide-b"}, ExpectFailures: true})
 		require.Error(t, h.LoadErr)
 		require.ErrorContains(t, h.LoadErr, "route collision")
 

@@ -43,7 +43,7 @@ func TestPluginsListStaleRecords(t *testing.T) {
 	typo := strings.Replace(string(manifest), `"capabilities"`, `"capabilites"`, 1)
 	require.NotEqual(t, string(manifest), typo, "the manifest declares capabilities")
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(typo), 0o644))
-	h2 := sdktest.Start(t, sdktest.Options{ExtensionDirs: []string{dir}, DatabaseURL: h1.DatabaseURL})
+	h2 := sdktest.Start(t, sdktest.Options{ExtensionDirs: []string{dir}, DatabaseURL: h1.DatabaseURL, ExpectFailures: true})
 	rec := status(h2)
 	require.Equal(t, "error", rec["status"])
 	require.Contains(t, rec["lastError"], "unknown field capabilites, did you mean capabilities")
@@ -67,7 +67,7 @@ func TestMissingExecutableRefused(t *testing.T) {
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifest.json"), manifest, 0o644))
 
-	h := sdktest.Start(t, sdktest.Options{ExtensionDirs: []string{dir}})
+	h := sdktest.Start(t, sdktest.Options{ExtensionDirs: []string{dir}, ExpectFailures: true})
 	want := "executable " + filepath.Join(dir, "notes") + " not found: build it there or fix runtime.executable in " + filepath.Join(dir, "manifest.json")
 	require.ErrorContains(t, h.LoadErr, want)
 	res := h.Do("GET", "/api/plugins/example.notes", nil)

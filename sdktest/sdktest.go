@@ -61,6 +61,10 @@ type Options struct {
 	Verbose bool
 	// Logger, when set, receives the host's logs (tests of the logs themselves).
 	Logger hclog.Logger
+	// ExpectFailures lets the host start with extensions that were refused at load or
+	// cannot start (tests of those failures). Otherwise Start fails the test within
+	// seconds when one cannot start, with its last error and log lines.
+	ExpectFailures bool
 }
 
 // Host is a started host with HTTP helpers.
@@ -94,12 +98,15 @@ func Start(t testing.TB, opts Options) *Host {
 	if opts.Configure != nil {
 		opts.Configure(&cfg)
 	}
-	logger := hclog.NewNullLogger()
+	// The host's logs (extensions' output included) are kept for a failure report.
+	tail := &logTail{}
+	var out io.Writer = tail
 	if opts.Verbose || os.Getenv("KEEL_TEST_VERBOSE") != "" {
-		logger = hclog.New(&hclog.LoggerOptions{Name: "keel", Level: hclog.Debug, Output: testWriter{t}})
+		out = io.MultiWriter(tail, testWriter{t})
 	}
+	logger := hclog.New(&hclog.LoggerOptions{Name: "keel", Level: hclog.Debug, Output: out})
 	if opts.Logger != nil {
-		logger = opts.Logger
+		logger, tail = opts.Logger, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -107,8 +114,120 @@ func Start(t testing.TB, opts Options) *Host {
 	require.NoError(t, err)
 	t.Cleanup(func() { h.Stop(context.Background()) })
 	keepKeys(t, dsn, home)
-	require.NoError(t, h.Supervisor.WaitReady(ctx))
+	waitStarted(ctx, t, h, opts.ExpectFailures, tail)
 	return &Host{Host: h, t: t, DatabaseURL: dsn}
+}
+
+// startGrace is how long an extension may stay failed (restarting with backoff) while the
+// harness waits for the host's extensions before it fails the test.
+const startGrace = 2 * time.Second
+
+// waitStarted waits until every extension meant to run is up. Unless failures are
+// expected, an extension refused at load, or one that stays failed for startGrace, fails
+// the test at once with its last error and log lines, instead of a timeout minutes later.
+func waitStarted(ctx context.Context, t testing.TB, h *host.Host, expectFailures bool, tail *logTail) {
+	t.Helper()
+	if h.LoadErr != nil && !expectFailures {
+		t.Fatalf("sdktest: some extensions were refused at load (set Options.ExpectFailures to test that):\n%v%s",
+			h.LoadErr, tail.report(refusedKeys(h)...))
+	}
+	failing := map[string]time.Time{}
+	for {
+		pollCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		err := h.Supervisor.WaitReady(pollCtx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("sdktest: %v%s", err, tail.report(h.Supervisor.Keys()...))
+		}
+		if expectFailures {
+			continue
+		}
+		for _, key := range h.Supervisor.Keys() {
+			st, err := h.Supervisor.ExtensionHealth(ctx, key)
+			if err != nil || st == nil || st.Status != kernel.ExtensionError || st.PID != 0 {
+				delete(failing, key)
+				continue
+			}
+			since, seen := failing[key]
+			if !seen {
+				failing[key] = time.Now()
+				continue
+			}
+			if time.Since(since) >= startGrace {
+				lastErr := "unknown error"
+				if st.LastError != nil {
+					lastErr = *st.LastError
+				}
+				t.Fatalf("sdktest: extension %s cannot start (%d restarts): %s%s", key, st.Restarts, lastErr, tail.report(key))
+			}
+		}
+	}
+}
+
+// refusedKeys lists the keys of registry rows in error at start (refused extensions).
+func refusedKeys(h *host.Host) []string {
+	recs, err := h.Kernel.ExtensionList(context.Background())
+	if err != nil {
+		return nil
+	}
+	var keys []string
+	for _, r := range recs {
+		if r.Status == kernel.ExtensionError {
+			keys = append(keys, r.PluginKey)
+		}
+	}
+	return keys
+}
+
+// logTailLines bounds the host log lines kept for a failure report.
+const logTailLines = 2000
+
+// logTail keeps the host's last log lines.
+type logTail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		l.lines = append(l.lines, line)
+	}
+	if over := len(l.lines) - logTailLines; over > 0 {
+		l.lines = append(l.lines[:0:0], l.lines[over:]...)
+	}
+	return len(p), nil
+}
+
+// report returns the last log lines that name one of keys (the extension's own output is
+// logged under its key), formatted to follow an error message.
+func (l *logTail) report(keys ...string) string {
+	if l == nil {
+		return ""
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	for _, key := range keys {
+		var mine []string
+		for _, line := range l.lines {
+			if strings.Contains(line, key) {
+				mine = append(mine, line)
+			}
+		}
+		if len(mine) > 20 {
+			mine = mine[len(mine)-20:]
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		b.WriteString("\nlast log lines of " + key + ":\n  " + strings.Join(mine, "\n  "))
+	}
+	return b.String()
 }
 
 type testWriter struct{ t testing.TB }
