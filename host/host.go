@@ -159,6 +159,9 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	found, failed, findErr := dirSources(cfg.ExtensionDirs)
 	sources = append(sources, found...)
 	loadErr := h.Supervisor.Load(ctx, sources)
+	if err := recordFailed(ctx, h.Kernel, sources, failed); err != nil {
+		logger.Warn("error recording extensions that failed to load", "error", err)
+	}
 	if err := markMissing(ctx, h.Kernel, sources, failed, !cfg.DisableBuiltins); err != nil {
 		logger.Warn("error recording extensions not found at start", "error", err)
 	}

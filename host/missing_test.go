@@ -76,3 +76,46 @@ func TestMissingExecutableRefused(t *testing.T) {
 	require.Equal(t, "error", rec["status"])
 	require.Equal(t, want, rec["lastError"])
 }
+
+// TestPluginsListNeverLoaded checks that /api/plugins lists an extension directory on
+// the extensions path whose manifest never loaded, with status error and the reason: by
+// the manifest's key when it can be read, by the directory's name when it cannot.
+func TestPluginsListNeverLoaded(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	typo := filepath.Join(root, "typo")
+	require.NoError(t, os.MkdirAll(typo, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(typo, "manifest.json"), []byte(`{"key": "test.never_loaded", "version": "0.2.0",
+		"kind": "plugin", "runtime": {"kind": "process", "executable": "x"}, "kernel": ">=0.1", "capabilites": ["activity"]}`), 0o644))
+	garbled := filepath.Join(root, "garbled")
+	require.NoError(t, os.MkdirAll(garbled, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(garbled, "manifest.json"), []byte(`{"key": `), 0o644))
+
+	h := sdktest.Start(t, sdktest.Options{ExtensionDirs: []string{root}, ExpectFailures: true})
+	res := h.Do("GET", "/api/plugins", nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	var list []map[string]any
+	res.JSON(t, &list)
+	byKey := map[string]map[string]any{}
+	for _, r := range list {
+		byKey[r["pluginKey"].(string)] = r
+	}
+
+	rec := byKey["test.never_loaded"]
+	require.NotNil(t, rec, "the extension with a misspelt manifest field is listed: %s", res.Body)
+	require.Equal(t, "error", rec["status"])
+	require.Equal(t, "0.2.0", rec["version"])
+	require.Equal(t, typo, rec["path"])
+	require.Contains(t, rec["lastError"], "unknown field capabilites, did you mean capabilities")
+
+	rec = byKey["garbled"]
+	require.NotNil(t, rec, "the extension with an unreadable manifest is listed by its directory: %s", res.Body)
+	require.Equal(t, "error", rec["status"])
+	require.Contains(t, rec["lastError"], "extension in "+garbled)
+
+	// A later start without the directory keeps the row and says it was not found.
+	one := sdktest.Start(t, sdktest.Options{DatabaseURL: h.DatabaseURL, ExpectFailures: true})
+	res = one.Do("GET", "/api/plugins/test.never_loaded", nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, "not found at start: no extension test.never_loaded in "+typo+" (check SERVICE_EXTENSIONS_PATH)", res.Map(t)["lastError"])
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/keelhq/keel/extensions"
 	"github.com/keelhq/keel/host/supervisor"
@@ -109,6 +110,60 @@ func dirSources(dirs []string) ([]*supervisor.Source, map[string]error, error) {
 		}
 	}
 	return out, failed, errors.Join(errs...)
+}
+
+// recordFailed gives an extension directory whose manifest failed to load, and which the
+// registry does not know yet, a registry row, so that markMissing lists it with status
+// error and the reason: /api/plugins then names an extension that never loaded too. The
+// row's key is the manifest's key when it can be read, else the directory's name; a key
+// loaded from another directory at this start is left alone.
+func recordFailed(ctx context.Context, k *kernel.Kernel, sources []*supervisor.Source, failed map[string]error) error {
+	loaded := map[string]bool{}
+	for _, src := range sources {
+		loaded[src.Manifest.Key] = true
+	}
+	dirs := make([]string, 0, len(failed))
+	for dir := range failed {
+		dirs = append(dirs, dir)
+	}
+	sort.Strings(dirs)
+	var errs []error
+	for _, dir := range dirs {
+		raw, _ := os.ReadFile(filepath.Join(dir, ManifestFile))
+		var head struct {
+			Key     string `json:"key"`
+			Version string `json:"version"`
+			Kind    string `json:"kind"`
+			Runtime struct {
+				Kind string `json:"kind"`
+			} `json:"runtime"`
+		}
+		manifest := json.RawMessage(`{}`)
+		if json.Unmarshal(raw, &head) == nil {
+			manifest = raw
+		}
+		key := strings.TrimSpace(head.Key)
+		if key == "" {
+			key = filepath.Base(dir)
+		}
+		if loaded[key] {
+			continue
+		}
+		rec, err := k.ExtensionGet(ctx, key)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if rec != nil {
+			continue // A known row: markMissing records why it did not load.
+		}
+		if _, err := k.ExtensionUpsert(ctx, &kernel.ExtensionUpsertParams{
+			Key: key, Version: head.Version, Kind: head.Kind, Runtime: head.Runtime.Kind, Source: "path", Path: dir, Manifest: manifest,
+		}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // markMissing records every registry row whose extension was not loaded at this start with
