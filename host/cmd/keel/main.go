@@ -18,6 +18,7 @@ import (
 	"github.com/keelhq/keel/extensions"
 	_ "github.com/keelhq/keel/extensions/all"
 	"github.com/keelhq/keel/host"
+	"github.com/keelhq/keel/host/cli"
 	"github.com/keelhq/keel/host/pgembed"
 	"github.com/keelhq/keel/host/supervisor"
 	"github.com/keelhq/keel/kernel"
@@ -48,10 +49,12 @@ func rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "keel",
 		Short:         "keel is a control plane for companies of AI agents",
+		Version:       kernel.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.AddCommand(serveCommand(), extensionCommand(), versionCommand(), dbCommand())
+	root.AddCommand(cli.Commands()...)
 	return root
 }
 
