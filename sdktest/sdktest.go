@@ -100,11 +100,13 @@ func Start(t testing.TB, opts Options) *Host {
 	}
 	// The host's logs (extensions' output included) are kept for a failure report.
 	tail := &logTail{}
-	var out io.Writer = tail
+	lopts := &hclog.LoggerOptions{Name: "keel", Level: hclog.Debug, Output: tail,
+		// The access log is left out of the report: one line per request costs every test.
+		Exclude: func(level hclog.Level, msg string, _ ...any) bool { return level == hclog.Info && msg == "request" }}
 	if opts.Verbose || os.Getenv("KEEL_TEST_VERBOSE") != "" {
-		out = io.MultiWriter(tail, testWriter{t})
+		lopts.Output, lopts.Exclude = io.MultiWriter(tail, testWriter{t}), nil
 	}
-	logger := hclog.New(&hclog.LoggerOptions{Name: "keel", Level: hclog.Debug, Output: out})
+	logger := hclog.New(lopts)
 	if opts.Logger != nil {
 		logger, tail = opts.Logger, nil
 	}
