@@ -1,0 +1,75 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+)
+
+// ConfigChangedMethod is the reserved Call method with which the host delivers a new
+// config to a running extension (POST /api/plugins/{id}/config), without a restart. The
+// SDK answers it: Env.Config is replaced and the extension's ConfigChangeHandler, if any,
+// is called. Extensions never see it, and no manifest can provide it.
+const ConfigChangedMethod = "keel.config.changed"
+
+// ConfigValidateMethod is the reserved Call method with which the host asks an extension's
+// ConfigValidator about a config (POST /api/plugins/{id}/config/test). The SDK answers
+// CodeNotSupported for an extension without one.
+const ConfigValidateMethod = "keel.config.validate"
+
+// CodeNotSupported is the error code of a reserved call the extension does not implement.
+const CodeNotSupported = "not_supported"
+
+// hostCaller is the caller the host sends reserved calls as.
+const hostCaller = "host"
+
+// ConfigChangeHandler is implemented by extensions that react to a config change while
+// running. OnConfigChange is called with the new config (already valid against the
+// manifest's config schema) after Env.Config was replaced; an error is reported to the
+// admin who saved it (the config stays saved). Since protocol v1.
+type ConfigChangeHandler interface {
+	OnConfigChange(ctx context.Context, config json.RawMessage) error
+}
+
+// ConfigValidator is implemented by extensions that check a config beyond its JSON Schema
+// (reachability of a URL, a credential's validity). ValidateConfig returns the warnings to
+// show, or an error saying why the config is invalid; it must not keep the config. Since
+// protocol v1.
+type ConfigValidator interface {
+	ValidateConfig(ctx context.Context, config json.RawMessage) (warnings []string, err error)
+}
+
+// configValidation is the output of ConfigValidateMethod.
+type configValidation struct {
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// reservedCall answers the host's reserved config methods; handled reports whether
+// req.Method was one.
+func (s *server) reservedConfigCall(ctx context.Context, method string, input []byte) (out any, handled bool, err error) {
+	switch method {
+	case ConfigChangedMethod:
+		s.mu.Lock()
+		if s.env != nil {
+			s.env.Config = append(json.RawMessage(nil), input...)
+		}
+		s.mu.Unlock()
+		if h, ok := s.ext.(ConfigChangeHandler); ok {
+			if err := h.OnConfigChange(ctx, input); err != nil {
+				return nil, true, err
+			}
+		}
+		return struct{}{}, true, nil
+	case ConfigValidateMethod:
+		v, ok := s.ext.(ConfigValidator)
+		if !ok {
+			return nil, true, &Error{Status: http.StatusNotImplemented, Code: CodeNotSupported, Message: "This extension does not support configuration testing."}
+		}
+		warnings, err := v.ValidateConfig(ctx, input)
+		if err != nil {
+			return nil, true, err
+		}
+		return configValidation{Warnings: warnings}, true, nil
+	}
+	return nil, false, nil
+}
