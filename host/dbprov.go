@@ -103,3 +103,42 @@ func dsnQuote(s string) string {
 	}
 	return s
 }
+
+// DropExtensionDatabase implements supervisor.DatabaseDropper: it drops the extension's
+// schema (its tables with it) and its login role, for an uninstall with purge. Dropping
+// what does not exist is not an error.
+func (p *dbProvisioner) DropExtensionDatabase(ctx context.Context, key string) error {
+	schema := pgx.Identifier{ExtensionSchema(key)}.Sanitize()
+	name := ExtensionRole(key, p.instanceID)
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("error dropping database of %s: %w", key, err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(727002)`); err != nil {
+		return fmt.Errorf("error dropping database of %s: %w", key, err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(727002)`) //nolint:errcheck
+	// The extension's own connections (a process that just stopped) are closed first, so
+	// that dropping its role is not refused.
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, name); err != nil {
+		return fmt.Errorf("error dropping database of %s: %w", key, err)
+	}
+	if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+schema+` CASCADE`); err != nil {
+		return fmt.Errorf("error dropping schema of %s: %w", key, err)
+	}
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`, name).Scan(&exists); err != nil {
+		return fmt.Errorf("error dropping role of %s: %w", key, err)
+	}
+	if !exists {
+		return nil
+	}
+	ident := pgx.Identifier{name}.Sanitize()
+	for _, stmt := range []string{`DROP OWNED BY ` + ident, `DROP ROLE ` + ident} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("error dropping role of %s: %w", key, err)
+		}
+	}
+	return nil
+}

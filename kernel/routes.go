@@ -183,6 +183,42 @@ func (t *RouteTable) Add(routes ...*Route) error {
 	return nil
 }
 
+// ReplaceOwner swaps every route of one owner for routes in one atomic step: a request
+// matches either the old set or the new one, never neither. On a collision with another
+// owner's route or a bad pattern nothing changes.
+func (t *RouteTable) ReplaceOwner(owner string, routes ...*Route) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := t.snap.Load()
+	seen := make(map[string]*Route, len(old.routes)+len(routes))
+	next := make([]*Route, 0, len(old.routes)+len(routes))
+	for _, r := range old.routes {
+		if r.Owner == owner {
+			continue
+		}
+		seen[shape(r.Method, r.segments)] = r
+		next = append(next, r)
+	}
+	for _, r := range routes {
+		if r.Owner != owner {
+			return fmt.Errorf("route %s %s is owned by %s, not %s", r.Method, r.Pattern, r.Owner, owner)
+		}
+		if err := ValidatePattern(r.Method, r.Pattern); err != nil {
+			return err
+		}
+		r.segments = splitPath(r.Pattern)
+		sh := shape(r.Method, r.segments)
+		if prev, ok := seen[sh]; ok {
+			return fmt.Errorf("route collision: %s %s (%s) conflicts with %s %s (%s)",
+				r.Method, r.Pattern, r.Owner, prev.Method, prev.Pattern, prev.Owner)
+		}
+		seen[sh] = r
+		next = append(next, r)
+	}
+	t.snap.Store(buildSnapshot(next))
+	return nil
+}
+
 // RemoveOwner drops every route of one owner.
 func (t *RouteTable) RemoveOwner(owner string) {
 	t.mu.Lock()

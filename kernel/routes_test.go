@@ -99,3 +99,44 @@ func FuzzRouteMatch(f *testing.F) {
 		}
 	})
 }
+
+func TestRouteTableReplaceOwner(t *testing.T) {
+	t.Parallel()
+	route := func(method, pattern, owner string) *Route {
+		return &Route{Method: method, Pattern: pattern, Owner: owner}
+	}
+
+	t.Run("SwapsOneOwnersRoutes", func(t *testing.T) {
+		t.Parallel()
+		tbl := NewRouteTable()
+		oldA := route("GET", "/api/a", "ext")
+		require.NoError(t, tbl.Add(oldA, route("GET", "/api/gone", "ext"), route("GET", "/api/other", "other")))
+		newA := route("GET", "/api/a", "ext")
+		require.NoError(t, tbl.ReplaceOwner("ext", newA, route("POST", "/api/b", "ext")))
+		m, _ := tbl.Match("GET", "/api/a")
+		require.Same(t, newA, m.Route)
+		m, _ = tbl.Match("GET", "/api/gone")
+		require.Nil(t, m)
+		m, _ = tbl.Match("GET", "/api/other")
+		require.NotNil(t, m)
+		m, _ = tbl.Match("POST", "/api/b")
+		require.NotNil(t, m)
+	})
+
+	t.Run("CollisionChangesNothing", func(t *testing.T) {
+		t.Parallel()
+		tbl := NewRouteTable()
+		oldA := route("GET", "/api/a", "ext")
+		require.NoError(t, tbl.Add(oldA, route("GET", "/api/other/{id}", "other")))
+		err := tbl.ReplaceOwner("ext", route("GET", "/api/a", "ext"), route("GET", "/api/other/{x}", "ext"))
+		require.ErrorContains(t, err, "route collision")
+		m, _ := tbl.Match("GET", "/api/a")
+		require.Same(t, oldA, m.Route)
+	})
+
+	t.Run("RefusesAnotherOwnersRoute", func(t *testing.T) {
+		t.Parallel()
+		tbl := NewRouteTable()
+		require.ErrorContains(t, tbl.ReplaceOwner("ext", route("GET", "/api/a", "other")), "owned by other")
+	})
+}

@@ -114,6 +114,18 @@ func (s *server) Call(ctx context.Context, req *extensionv1.CallRequest) (*exten
 		}
 		return &extensionv1.CallResponse{OutputJson: b}, nil
 	}
+	if req.Caller == hostCaller {
+		if out, handled, err := s.reservedConfigCall(ctx, req.Method, req.InputJson); handled {
+			if err != nil {
+				return &extensionv1.CallResponse{Error: toProtoError(err)}, nil
+			}
+			b, err := json.Marshal(out)
+			if err != nil {
+				return &extensionv1.CallResponse{Error: toProtoError(err)}, nil
+			}
+			return &extensionv1.CallResponse{OutputJson: b}, nil
+		}
+	}
 	mp, ok := s.ext.(MethodProvider)
 	if !ok {
 		return nil, status.Error(codes.Unimplemented, "extension provides no methods")

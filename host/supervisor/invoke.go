@@ -48,7 +48,7 @@ func (s *Supervisor) Invoke(ctx context.Context, caller string, req *hostv1.Invo
 	if err := s.callerMayCall(caller, m, method); err != nil {
 		return &hostv1.InvokeResponse{Error: err}, nil
 	}
-	m.inflight.Add(1)
+	m = m.enter()
 	defer m.release()
 	client, apiErr := s.clientFor(ctx, m)
 	if apiErr != nil {

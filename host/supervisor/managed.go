@@ -55,6 +55,28 @@ type managed struct {
 	// launching is set by Load before the background start of the extension is scheduled
 	// and cleared when that start returns, so WaitReady never sees a gap between the two.
 	launching atomic.Bool
+	// quiet keeps status changes out of the registry and the activity log: set on an
+	// upgrade candidate until it takes over, and on a retired version while it drains.
+	quiet atomic.Bool
+	// successor is the version that replaced this one (upgrade): requests that matched
+	// this version's routes just before the switch are served by the successor.
+	successor atomic.Pointer[managed]
+}
+
+// enter counts one in-flight use of the extension, following upgrades: it returns the
+// version that serves the use, whose release must be called when the use is done. The
+// counter is raised before the successor is read, and an upgrade sets the successor before
+// it waits for the counter to drain, so a use is either seen by the drain or moved on.
+func (m *managed) enter() *managed {
+	for {
+		m.inflight.Add(1)
+		next := m.successor.Load()
+		if next == nil {
+			return m
+		}
+		m.release()
+		m = next
+	}
 }
 
 // release ends one in-flight use and counts it as the last use.
@@ -96,6 +118,12 @@ func (m *managed) setStatus(ctx context.Context, status, action string, cause er
 		m.lastErr = nil
 	}
 	m.mu.Unlock()
+	if m.quiet.Load() {
+		if cause != nil {
+			m.s.log.Debug("extension version state changed", "extension", m.key, "version", m.src.Manifest.Version, "status", status, "error", cause)
+		}
+		return
+	}
 	m.s.recordState(ctx, m.key, status, action, cause)
 }
 
@@ -184,14 +212,17 @@ func (m *managed) launch(ctx context.Context) error {
 		}
 		dbURL = u
 	}
-	dataDir := filepath.Join(m.s.cfg.DataDir, "extensions", m.key)
+	dataDir := m.s.dataDir(m.key)
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		err = fmt.Errorf("error creating data dir of %s: %w", m.key, err)
 		m.setStatus(ctx, kernel.ExtensionError, "extension.failed", err)
 		return err
 	}
+	m.mu.Lock()
+	config := m.rec.Config
+	m.mu.Unlock()
 	configure := &extensionv1.ConfigureRequest{
-		ConfigJson: m.rec.Config, DatabaseUrl: dbURL, DataDir: dataDir, InstanceId: m.s.k.InstanceID(),
+		ConfigJson: config, DatabaseUrl: dbURL, DataDir: dataDir, InstanceId: m.s.k.InstanceID(),
 		ApiUrl: m.s.cfg.APIURL, KernelVersion: kernel.Version,
 	}
 	if mf.Runtime.Kind == sdk.RuntimeWasm {
@@ -421,6 +452,11 @@ func (m *managed) watch(ctx context.Context) {
 		}
 		healthySince, lastPing, failedPings = time.Now(), time.Now(), 0
 	}
+}
+
+// dataDir is the directory an extension gets for its own files.
+func (s *Supervisor) dataDir(key string) string {
+	return filepath.Join(s.cfg.DataDir, "extensions", key)
 }
 
 // shutdown stops the extension for good (host shutdown).

@@ -59,6 +59,12 @@ func unavailable(key string) *kernel.APIError {
 	return (&kernel.APIError{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("Extension %s is unavailable; it is restarting", key)}).WithCode("extension_unavailable")
 }
 
+// disabled is the answer of a disabled extension's routes and calls: a refusal by design,
+// not a failure to retry (no Retry-After).
+func disabled(key string) *kernel.APIError {
+	return (&kernel.APIError{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("Extension %s is disabled; an instance admin can enable it", key)}).WithCode("extension_disabled")
+}
+
 // lostInFlight is the 503 of a request the extension received but did not answer: it may
 // have committed, so the client is told the outcome is unknown and how to retry safely.
 func lostInFlight(key string) *kernel.APIError {
@@ -73,11 +79,11 @@ const retryHint = "Retrying with the same Idempotency-Key header is safe: it ans
 // forward serves a route by one Handle call to the owning extension.
 func (s *Supervisor) forward(m *managed, pattern string) kernel.HandlerFunc {
 	return func(c *fiber.Ctx, rc *kernel.RequestContext) error {
-		m.inflight.Add(1)
+		m := m.enter()
 		defer m.release()
 		client, apiErr := s.clientFor(c.UserContext(), m)
 		if apiErr != nil {
-			if apiErr.Status == http.StatusServiceUnavailable {
+			if apiErr.Status == http.StatusServiceUnavailable && apiErr.Code != "extension_disabled" {
 				c.Set(fiber.HeaderRetryAfter, "1")
 			}
 			return apiErr

@@ -34,6 +34,15 @@ type Source struct {
 	Dir string
 	// Builtin marks a first-party extension, launched as `keel extension <key>`.
 	Builtin bool
+	// Origin is where an installed package came from: "path" or "npm" (empty for
+	// built-ins and extensions found on the extensions path, recorded as "builtin"/"path").
+	Origin string
+	// PackageName and Digest name the stored package an extension was installed from
+	// through the API (empty otherwise).
+	PackageName string
+	Digest      string
+	// Granted are the capabilities granted to it (nil grants what the manifest declares).
+	Granted []string
 }
 
 // Config configures the supervisor.
@@ -168,15 +177,23 @@ func (s *Supervisor) Load(ctx context.Context, sources []*Source) error {
 	return errors.Join(errs...)
 }
 
+// origin is the registry's source column of src.
+func (src *Source) origin() string {
+	switch {
+	case src.Builtin:
+		return "builtin"
+	case src.Origin != "":
+		return src.Origin
+	}
+	return "path"
+}
+
 func (s *Supervisor) register(ctx context.Context, src *Source) (*managed, error) {
 	mf := src.Manifest
 	runtime := mf.Runtime.Kind
-	source := "path"
-	if src.Builtin {
-		source = "builtin"
-	}
 	rec, err := s.k.ExtensionUpsert(ctx, &kernel.ExtensionUpsertParams{
-		Key: mf.Key, Version: mf.Version, Kind: mf.Kind, Runtime: runtime, Source: source, Path: src.Dir, Manifest: src.ManifestJSON,
+		Key: mf.Key, Version: mf.Version, Kind: mf.Kind, Runtime: runtime, Source: src.origin(), Path: src.Dir, Manifest: src.ManifestJSON,
+		PackageName: src.PackageName, PackageDigest: src.Digest, Granted: src.Granted,
 	})
 	if err != nil {
 		return nil, err
@@ -265,6 +282,9 @@ func flagOffError(m *managed) *kernel.APIError {
 // flag-off error while the flag is off and 503 while the extension is restarting.
 func (s *Supervisor) clientFor(ctx context.Context, m *managed) (extensionv1.ExtensionClient, *kernel.APIError) {
 	m.touch()
+	if !m.enabled() {
+		return nil, disabled(m.key)
+	}
 	if c, _ := m.current(); c != nil {
 		return c, nil
 	}
@@ -324,7 +344,7 @@ func (s *Supervisor) reconcileOne(ctx context.Context, m *managed) {
 	on := s.flagOn(ctx, m)
 	active := m.active()
 	switch {
-	case on && !active && !m.lazy() && m.rec.Enabled:
+	case on && !active && !m.lazy() && m.enabled():
 		if err := m.startLocked(ctx); err != nil {
 			s.log.Warn("extension failed to start after its flag was turned on", "extension", m.key, "error", err)
 		}
@@ -389,7 +409,7 @@ func (s *Supervisor) Acquire(ctx context.Context, key string) (extensionv1.Exten
 	if m == nil {
 		return nil, nil, fmt.Errorf("extension %s is not loaded", key)
 	}
-	m.inflight.Add(1)
+	m = m.enter()
 	c, apiErr := s.clientFor(ctx, m)
 	if apiErr != nil {
 		m.release()
