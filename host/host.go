@@ -144,6 +144,10 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	h.Kernel.SetEventPublisher(h.Queue)
 	h.Kernel.SetExtensionDirectory(h.Supervisor)
 	h.Kernel.SetRunDirectory(h.Supervisor)
+	h.Supervisor.SetInstaller(dirInstaller{})
+	if err := h.Kernel.Routes.Add(h.Supervisor.AdapterRoutes()...); err != nil {
+		return nil, fmt.Errorf("error mounting the adapter registry routes: %w", err)
+	}
 	if err := h.setUpObservability(); err != nil {
 		return nil, err
 	}
