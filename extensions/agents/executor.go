@@ -272,7 +272,7 @@ func (e *engine) invokeAdapter(ctx context.Context, run *heartbeatRun) (out *run
 	a.systemEvent(ctx, run.ID, started)
 
 	var info adapter.Info
-	if err := a.host.Call(ctx, adapter.MethodOf(key, adapter.MethodInfo), sdk.SystemActor(), run.CompanyID, struct{}{}, &info); err != nil {
+	if err := e.adapterCall(ctx, ctx, run, cfg.AdapterType, &key, adapter.MethodInfo, struct{}{}, &info); err != nil {
 		if sdk.IsMethodNotProvided(err) {
 			return fail("adapter_not_found", fmt.Sprintf("Adapter %s is not installed", cfg.AdapterType))
 		}
@@ -314,7 +314,7 @@ func (e *engine) invokeAdapter(ctx context.Context, run *heartbeatRun) (out *run
 		defer cancel()
 	}
 	var res adapter.ExecuteResult
-	err = a.host.Call(callCtx, adapter.MethodOf(key, adapter.MethodExecute), sdk.SystemActor(), run.CompanyID, req, &res)
+	err = e.adapterCall(ctx, callCtx, run, cfg.AdapterType, &key, adapter.MethodExecute, req, &res)
 	if err != nil {
 		switch {
 		case errors.Is(callCtx.Err(), context.DeadlineExceeded):
@@ -330,6 +330,32 @@ func (e *engine) invokeAdapter(ctx context.Context, run *heartbeatRun) (out *run
 		}
 	}
 	return outcomeOf(&res)
+}
+
+// adapterCall calls a method of the adapter the run is pinned to (*key). When the pinned
+// extension left before the call reached it (an override removed or disabled between the
+// run's resolution and this call: method_not_provided or extension_disabled), nothing ran
+// there, so the run resolves its type again once, pins what serves it now and calls that.
+func (e *engine) adapterCall(ctx, callCtx context.Context, run *heartbeatRun, adapterType string, key *string, method string, in, out any) error {
+	a := e.a
+	err := a.host.Call(callCtx, adapter.MethodOf(*key, method), sdk.SystemActor(), run.CompanyID, in, out)
+	if err == nil || !adapterNotReached(err) {
+		return err
+	}
+	next, rerr := a.resolveAdapter(ctx, run.CompanyID, adapterType)
+	if rerr != nil || next == *key {
+		return err
+	}
+	a.systemEvent(ctx, run.ID, fmt.Sprintf("adapter %s left before the run reached it; the run goes to %s", *key, next))
+	*key = next
+	e.pins.Store(run.ID, next)
+	return a.host.Call(callCtx, adapter.MethodOf(next, method), sdk.SystemActor(), run.CompanyID, in, out)
+}
+
+// adapterNotReached reports whether a call failed before any adapter received it.
+func adapterNotReached(err error) bool {
+	var e *sdk.Error
+	return sdk.IsMethodNotProvided(err) || (errors.As(err, &e) && e.Code == "extension_disabled")
 }
 
 // checkoutStatuses are the issue statuses a starting run checks its issue out from.
