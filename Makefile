@@ -44,7 +44,9 @@ vet:
 # fifty agents in ten-minute runs (a 51st run, a wake, a job, an event delivery, the routines
 # tick), public webhook fires
 # per second (hmac_sha256), spend reads and the dashboard over 1,000,000 cost events,
-# cost events ingested per second, and dashboard reads per second.
+# cost events ingested per second, dashboard reads per second, and, for a plugin upgraded
+# under a steady load of reads (BenchmarkUpgradeUnderLoad), the requests served during the
+# upgrade, the failed ones and the longest request.
 bench: deps build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./host/bench/
 	$(GO) test -run '^$$' -bench . -benchtime 200x -timeout 20m ./extensions/work/

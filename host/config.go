@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/keelhq/keel/host/packages"
 )
 
 // Config is keel's configuration, read from flags and SERVICE_* environment variables.
@@ -67,6 +69,13 @@ type Config struct {
 	AgentUser string
 	// DisableBuiltins skips first-party extensions (tests that load only their own).
 	DisableBuiltins bool
+	// Installer installs and materialises extension packages (POST /api/plugins/install);
+	// nil uses a DirInstaller under Home/packages. Nodes of one instance share packages
+	// through it.
+	Installer packages.Installer
+	// ReconcileInterval is how often this node follows extension moves made on another
+	// node (default 2s).
+	ReconcileInterval time.Duration
 }
 
 // ConfigFromEnv reads the SERVICE_* environment over the defaults.
@@ -158,6 +167,9 @@ func (c *Config) normalize() error {
 	}
 	if c.ExtensionGOMAXPROCS == 0 {
 		c.ExtensionGOMAXPROCS = 1
+	}
+	if c.ReconcileInterval <= 0 {
+		c.ReconcileInterval = 2 * time.Second
 	}
 	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("SERVICE_LOG_FORMAT %q is not text or json", c.LogFormat)

@@ -48,6 +48,10 @@ type Host struct {
 	URL string
 	// LoadErr joins the refusals of extensions that did not load (the host runs without them).
 	LoadErr error
+	// manager carries out extension installs, upgrades and removals; stopReconcile ends
+	// its loop that follows other nodes.
+	manager       *extensionManager
+	stopReconcile context.CancelFunc
 }
 
 // Start brings keel up and returns once it serves HTTP. On error everything started so far
@@ -144,7 +148,6 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	h.Kernel.SetEventPublisher(h.Queue)
 	h.Kernel.SetExtensionDirectory(h.Supervisor)
 	h.Kernel.SetRunDirectory(h.Supervisor)
-	h.Supervisor.SetInstaller(dirInstaller{})
 	if err := h.Kernel.Routes.Add(h.Supervisor.AdapterRoutes()...); err != nil {
 		return nil, fmt.Errorf("error mounting the adapter registry routes: %w", err)
 	}
@@ -162,9 +165,23 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	}
 	found, failed, findErr := dirSources(cfg.ExtensionDirs)
 	sources = append(sources, found...)
+	installer := cfg.Installer
+	if installer == nil {
+		installer = NewDirInstaller(filepath.Join(cfg.Home, "packages"))
+	}
+	installed, notMaterialised, err := installedSources(ctx, h.Kernel, installer, sources)
+	if err != nil {
+		return nil, err
+	}
+	sources = append(sources, installed...)
 	loadErr := h.Supervisor.Load(ctx, sources)
 	if err := markMissing(ctx, h.Kernel, sources, failed, !cfg.DisableBuiltins); err != nil {
 		logger.Warn("error recording extensions not found at start", "error", err)
+	}
+	for key, reason := range notMaterialised {
+		if err := h.Kernel.ExtensionSetStatus(ctx, key, kernel.ExtensionError, reason); err != nil {
+			logger.Warn("error recording an extension not loaded at start", "extension", key, "error", err)
+		}
 	}
 	h.LoadErr = errors.Join(findErr, loadErr)
 	if h.LoadErr != nil {
@@ -176,6 +193,14 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 		}
 	}
 	h.Supervisor.Run(2 * time.Second)
+	h.manager = &extensionManager{k: h.Kernel, sup: h.Supervisor, inst: installer, queue: h.Queue, log: logger.Named("lifecycle")}
+	h.Kernel.SetExtensionManager(h.manager)
+	// Adapter installs and removals go through the same installer, one move at a time with
+	// the plugin lifecycle and its reconcile loop.
+	h.Supervisor.SetInstaller(installer, &h.manager.mu)
+	reconcileCtx, stopReconcile := context.WithCancel(context.Background())
+	h.stopReconcile = stopReconcile
+	go h.manager.run(reconcileCtx, cfg.ReconcileInterval)
 	// River's start (leader election, producers) takes a noticeable slice of start-up and
 	// nothing needs it before the API answers: jobs enqueued meanwhile wait in their table.
 	// A queue that cannot start stops keel through Served.
@@ -242,6 +267,16 @@ func (h *Host) Stop(ctx context.Context) {
 		_ = h.ln.Close()
 	}
 	h.ln = nil
+	if h.stopReconcile != nil {
+		h.stopReconcile()
+		h.stopReconcile = nil
+	}
+	if h.manager != nil {
+		// Wait for a move in progress, and keep new ones out.
+		h.manager.mu.Lock()
+		defer h.manager.mu.Unlock()
+		h.manager = nil
+	}
 	if h.Queue != nil {
 		if h.queueStarted != nil {
 			select {

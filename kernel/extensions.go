@@ -91,7 +91,7 @@ type ExtensionUpsertParams struct {
 
 // ExtensionUpsert inserts or refreshes an extension's registry row, keeping its id, config
 // and enabled flag, and returns the row. A row uninstalled without purge is reinstalled
-// (same id and config, enabled again); a pending upgrade is cleared.
+// (same id and config, enabled again).
 func (k *Kernel) ExtensionUpsert(ctx context.Context, p *ExtensionUpsertParams) (*ExtensionRecord, error) {
 	granted := p.Granted
 	if granted == nil {
@@ -115,7 +115,6 @@ func (k *Kernel) ExtensionUpsert(ctx context.Context, p *ExtensionUpsertParams) 
 			source = EXCLUDED.source, path = EXCLUDED.path, manifest = EXCLUDED.manifest,
 			package_name = EXCLUDED.package_name, package_digest = EXCLUDED.package_digest,
 			granted_capabilities = EXCLUDED.granted_capabilities,
-			pending_version = NULL, pending_manifest = NULL, pending_digest = NULL, pending_path = NULL,
 			status = CASE WHEN kernel.extensions.status = 'uninstalled' THEN 'installed' ELSE kernel.extensions.status END,
 			enabled = kernel.extensions.enabled OR kernel.extensions.status = 'uninstalled',
 			generation = kernel.extensions.generation + 1, updated_at = now()`,

@@ -130,6 +130,7 @@ type Kernel struct {
 
 	events     EventPublisher
 	extensions ExtensionDirectory
+	manager    ExtensionManager
 	runs       runChecks
 
 	// observer, metrics and readiness are the host's observability hooks (see observe.go).

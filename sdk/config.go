@@ -1,9 +1,15 @@
 package sdk
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"strings"
+
+	schemav5 "github.com/santhosh-tekuri/jsonschema/v5"
 )
 
 // ConfigChangedMethod is the reserved Call method with which the host delivers a new
@@ -72,4 +78,54 @@ func (s *server) reservedConfigCall(ctx context.Context, method string, input []
 		return configValidation{Warnings: warnings}, true, nil
 	}
 	return nil, false, nil
+}
+
+// ConfigFieldError is one way a config fails the manifest's config schema.
+type ConfigFieldError struct {
+	// Field is the JSON pointer of the offending value ("/maxNotes"; "/" for the whole).
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// ConfigFieldErrors checks a config against the manifest's config schema and returns
+// every failure by field (nil when it matches or the manifest declares no schema). The
+// error reports a schema that does not compile or a config that is not JSON.
+func (m *Manifest) ConfigFieldErrors(config []byte) ([]ConfigFieldError, error) {
+	if len(m.ConfigSchema) == 0 {
+		return nil, nil
+	}
+	s, err := CompileSchema(m.Key+"/config", m.ConfigSchema)
+	if err != nil {
+		return nil, err
+	}
+	var v any
+	if len(bytes.TrimSpace(config)) == 0 {
+		config = []byte("{}")
+	}
+	if err := json.Unmarshal(config, &v); err != nil {
+		return []ConfigFieldError{{Field: "/", Message: "not JSON: " + err.Error()}}, nil
+	}
+	err = s.Validate(v)
+	if err == nil {
+		return nil, nil
+	}
+	var ve *schemav5.ValidationError
+	if !errors.As(err, &ve) {
+		return nil, fmt.Errorf("error validating config of %s: %w", m.Key, err)
+	}
+	var out []ConfigFieldError
+	for _, u := range ve.BasicOutput().Errors {
+		if u.Error == "" || strings.HasPrefix(u.Error, "doesn't validate with") {
+			continue
+		}
+		field := u.InstanceLocation
+		if field == "" {
+			field = "/"
+		}
+		out = append(out, ConfigFieldError{Field: field, Message: u.Error})
+	}
+	if len(out) == 0 {
+		out = append(out, ConfigFieldError{Field: "/", Message: ve.Error()})
+	}
+	return out, nil
 }

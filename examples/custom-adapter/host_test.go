@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	_ "github.com/keelhq/keel/extensions/agents"
+	"github.com/keelhq/keel/host"
 	"github.com/keelhq/keel/sdk/sdktest"
 )
 
@@ -350,19 +351,23 @@ func TestOverrideWhileServing(t *testing.T) {
 	t.Logf("steady runs: %d (%v)", len(load.runs), seen)
 }
 
-// TestPausedOverrideSurvivesRestart loads the override from the extensions path, pauses it,
-// restarts keel on the same database and finds it still paused (runs on the built-in),
-// then resumes it.
+// TestPausedOverrideSurvivesRestart installs the override through the API, pauses it,
+// restarts keel on the same database (and package store) and finds the override loaded
+// and still paused (runs on the built-in), then resumes it. An override found on the
+// extensions path serves from the start as well.
 func TestPausedOverrideSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	dir := packageDir(t)
-	opts := sdktest.Options{Builtins: true, ExtensionDirs: []string{dir}}
+	store := host.NewDirInstaller(filepath.Join(t.TempDir(), "packages"))
+	opts := sdktest.Options{Builtins: true, Configure: func(c *host.Config) { c.Installer = store }}
 	h1 := sdktest.Start(t, opts)
 	f := &fixture{t: t, h: h1, company: h1.CreateCompany("Adapter Restart Co")}
 	agent := f.agent("Restarter", `echo ran-${KEEL_CUSTOM_ADAPTER:+custom}${KEEL_CUSTOM_ADAPTER:-builtin}`)
+	res := h1.Do("POST", "/api/adapters/install", map[string]any{"packageName": dir, "isLocalPath": true})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 	by, _ := f.servedBy(agent)
-	require.Equal(t, "custom", by, "an override on the extensions path serves from the start")
-	res := h1.Do("PATCH", "/api/adapters/process/override", map[string]any{"paused": true})
+	require.Equal(t, "custom", by)
+	res = h1.Do("PATCH", "/api/adapters/process/override", map[string]any{"paused": true})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -372,7 +377,7 @@ func TestPausedOverrideSurvivesRestart(t *testing.T) {
 	h2 := sdktest.Start(t, opts)
 	f.h = h2
 	e := f.registry("process")
-	require.Equal(t, true, e["override"])
+	require.Equal(t, true, e["override"], "the installed override is loaded again: %v", e)
 	require.Equal(t, true, e["paused"], "the pause survives the restart")
 	by, _ = f.servedBy(agent)
 	require.Equal(t, "builtin", by)
@@ -380,4 +385,11 @@ func TestPausedOverrideSurvivesRestart(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	by, _ = f.servedBy(agent)
 	require.Equal(t, "custom", by)
+
+	// An override on the extensions path is the override from the start.
+	h3 := sdktest.Start(t, sdktest.Options{Builtins: true, ExtensionDirs: []string{packageDir(t)}})
+	f3 := &fixture{t: t, h: h3, company: h3.CreateCompany("Adapter Path Co")}
+	by, _ = f3.servedBy(f3.agent("Pathfinder", `echo ran-${KEEL_CUSTOM_ADAPTER:+custom}${KEEL_CUSTOM_ADAPTER:-builtin}`))
+	require.Equal(t, "custom", by)
+	require.Equal(t, "path", f3.registry("process")["source"])
 }

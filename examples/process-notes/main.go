@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,7 +34,9 @@ type Notes struct {
 	manifest *sdk.Manifest
 	host     *sdk.Host
 	db       *sql.DB
-	maxNotes int
+	// maxNotes is the config's maxNotesPerCompany (0: no limit); it changes while the
+	// extension runs (OnConfigChange).
+	maxNotes atomic.Int64
 	// created counts notes created, shown on the host's GET /metrics (see Configure).
 	created prometheus.Counter
 }
@@ -62,15 +65,11 @@ func (n *Notes) Manifest() *sdk.Manifest { return n.manifest }
 // Configure opens the extension's own database and migrates its schema.
 func (n *Notes) Configure(ctx context.Context, env *sdk.Env) error {
 	n.host = env.Host
-	var cfg struct {
-		MaxNotesPerCompany int `json:"maxNotesPerCompany"`
+	cfg, err := readConfig(env.Config)
+	if err != nil {
+		return err
 	}
-	if len(env.Config) > 0 {
-		if err := json.Unmarshal(env.Config, &cfg); err != nil {
-			return fmt.Errorf("error reading config: %w", err)
-		}
-	}
-	n.maxNotes = cfg.MaxNotesPerCompany
+	n.maxNotes.Store(int64(cfg.MaxNotesPerCompany))
 	// An extension's own metrics: register them in env.Metrics and the host serves them on
 	// GET /metrics with extension="example.notes".
 	n.created = prometheus.NewCounter(prometheus.CounterOpts{Name: "example_notes_created_total", Help: "Notes created."})
@@ -136,13 +135,13 @@ func (n *Notes) create(w http.ResponseWriter, r *http.Request) {
 			"details": []map[string]string{{"path": "text", "message": "text is required (1-10000 characters)"}}})
 		return
 	}
-	if n.maxNotes > 0 {
-		var count int
+	if max := n.maxNotes.Load(); max > 0 {
+		var count int64
 		if err := n.db.QueryRowContext(ctx, `SELECT count(*) FROM notes WHERE company_id = $1`, companyID).Scan(&count); err != nil {
 			sdk.WriteErr(w, err)
 			return
 		}
-		if count >= n.maxNotes {
+		if count >= max {
 			sdk.WriteError(w, http.StatusUnprocessableEntity, "Note limit reached for this company")
 			return
 		}
@@ -285,6 +284,48 @@ func (n *Notes) Health(ctx context.Context) error {
 	return n.db.PingContext(ctx)
 }
 
+// notesConfig is the extension's config (see configSchema in the manifest).
+type notesConfig struct {
+	MaxNotesPerCompany int `json:"maxNotesPerCompany"`
+}
+
+func readConfig(raw json.RawMessage) (notesConfig, error) {
+	var cfg notesConfig
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &cfg); err != nil {
+			return cfg, fmt.Errorf("error reading config: %w", err)
+		}
+	}
+	return cfg, nil
+}
+
+// OnConfigChange takes a config saved through POST /api/plugins/example.notes/config
+// while the extension runs: the next note created sees the new limit.
+func (n *Notes) OnConfigChange(_ context.Context, raw json.RawMessage) error {
+	cfg, err := readConfig(raw)
+	if err != nil {
+		return err
+	}
+	n.maxNotes.Store(int64(cfg.MaxNotesPerCompany))
+	return nil
+}
+
+// ValidateConfig checks a config beyond its schema (POST .../config/test): a limit above
+// a million is refused, one above ten thousand draws a warning.
+func (n *Notes) ValidateConfig(_ context.Context, raw json.RawMessage) ([]string, error) {
+	cfg, err := readConfig(raw)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case cfg.MaxNotesPerCompany > 1_000_000:
+		return nil, errors.New("maxNotesPerCompany above 1000000 is not supported")
+	case cfg.MaxNotesPerCompany > 10_000:
+		return []string{"maxNotesPerCompany above 10000 makes the notes list slow"}, nil
+	}
+	return nil, nil
+}
+
 // Stop closes the database.
 func (n *Notes) Stop(context.Context) error {
 	if n.db != nil {
@@ -303,4 +344,7 @@ var (
 	_ sdk.JobRunner      = (*Notes)(nil)
 	_ sdk.HealthChecker  = (*Notes)(nil)
 	_ sdk.Stopper        = (*Notes)(nil)
+
+	_ sdk.ConfigChangeHandler = (*Notes)(nil)
+	_ sdk.ConfigValidator     = (*Notes)(nil)
 )

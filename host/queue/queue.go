@@ -397,3 +397,11 @@ func (q *Queue) workEvent(ctx context.Context, job *river.Job[EventArgs]) (err e
 }
 
 var _ rivertype.JobArgs = JobArgs{}
+
+// Unschedule removes the periodic jobs a manifest declared (an extension uninstalled, or
+// replaced by a version whose jobs are scheduled anew).
+func (q *Queue) Unschedule(m *sdk.Manifest) {
+	for _, j := range m.Jobs {
+		q.client.PeriodicJobs().RemoveByID("ext:" + m.Key + ":" + j.Key)
+	}
+}

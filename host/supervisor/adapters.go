@@ -34,15 +34,34 @@ import (
 type adapterState struct {
 	mu        sync.Mutex
 	installer packages.Installer
+	// moves serialises registry changes (install, reload, reinstall, delete) with the
+	// host's other extension lifecycle moves; nil serialises them among themselves.
+	moves sync.Locker
+	own   sync.Mutex
 	// info caches each loaded adapter version's answer to info (models, label, schema).
 	info map[*managed]*adapter.Info
 }
 
-// SetInstaller sets the package installer POST /api/adapters/install and reinstall use.
-func (s *Supervisor) SetInstaller(i packages.Installer) {
+// SetInstaller sets the package installer POST /api/adapters/install and reinstall use,
+// and the lock that keeps adapter moves one at a time with the host's other lifecycle
+// moves (nil: a lock of the registry's own).
+func (s *Supervisor) SetInstaller(i packages.Installer, moves sync.Locker) {
 	s.adapters.mu.Lock()
 	defer s.adapters.mu.Unlock()
 	s.adapters.installer = i
+	s.adapters.moves = moves
+}
+
+// lockMoves takes the lifecycle move lock and returns its release.
+func (s *Supervisor) lockMoves() func() {
+	s.adapters.mu.Lock()
+	l := s.adapters.moves
+	s.adapters.mu.Unlock()
+	if l == nil {
+		l = &s.adapters.own
+	}
+	l.Lock()
+	return l.Unlock
 }
 
 func (s *Supervisor) installer() packages.Installer {
@@ -424,6 +443,7 @@ type AdapterRemoved struct {
 // marked uninstalled, and a built-in it overrode serves new runs again (its pause is
 // cleared). A built-in type with nothing installed is refused.
 func (s *Supervisor) AdapterDelete(ctx context.Context, typ string, by *kernel.Actor) (*AdapterRemoved, error) {
+	defer s.lockMoves()()
 	set, err := s.registered(typ)
 	if err != nil {
 		return nil, err
@@ -490,6 +510,7 @@ func (s *Supervisor) AdapterInstall(ctx context.Context, req *AdapterInstallRequ
 	if inst == nil {
 		return nil, kernel.NewAPIError(http.StatusServiceUnavailable, "No package installer is configured on this instance")
 	}
+	defer s.lockMoves()()
 	pkg, err := inst.Install(ctx, packages.Request{PackageName: req.PackageName, Version: req.Version, IsLocalPath: req.IsLocalPath})
 	if err != nil {
 		return nil, err
@@ -523,8 +544,21 @@ func (s *Supervisor) installPackage(ctx context.Context, pkg *packages.Package, 
 	for _, m := range set.installed {
 		return nil, kernel.Conflict(fmt.Sprintf("Adapter type %s is already provided by installed adapter %s; delete it first (DELETE /api/adapters/%s)", typ, m.key, typ))
 	}
+	existing, err := s.k.ExtensionGetAny(ctx, mf.Key)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.Install(ctx, src, Move{By: by}); err != nil {
-		return nil, kernel.BadRequest(fmt.Sprintf("Failed to install adapter: %v", err))
+		if s.get(mf.Key) == nil {
+			// Refused before it joined the registry: leave no row but a kept uninstalled one.
+			if existing == nil {
+				err = errors.Join(err, s.k.ExtensionPurge(ctx, mf.Key))
+			} else {
+				err = errors.Join(err, s.k.ExtensionMarkUninstalled(ctx, mf.Key))
+			}
+			return nil, (&kernel.APIError{Status: http.StatusUnprocessableEntity, Message: fmt.Sprintf("Failed to install adapter: %v", err)}).WithCode("install_refused")
+		}
+		s.log.Warn("installed adapter failed its first start; it is retried on use", "adapter", mf.Key, "error", err)
 	}
 	return out, nil
 }
@@ -566,6 +600,7 @@ type AdapterReloaded struct {
 // read again and the new process replaces the old one without failing calls (runs in
 // flight finish on the old one, up to the request timeout).
 func (s *Supervisor) AdapterReload(ctx context.Context, typ string, by *kernel.Actor) (*AdapterReloaded, error) {
+	defer s.lockMoves()()
 	m, err := s.installedOf(typ, "Cannot reload built-in adapter.")
 	if err != nil {
 		return nil, err
@@ -590,6 +625,7 @@ func (s *Supervisor) AdapterReload(ctx context.Context, typ string, by *kernel.A
 // AdapterReinstall runs the install flow again for an installed adapter (an npm package
 // resolves its latest version; a local path is read again) and replaces it in place.
 func (s *Supervisor) AdapterReinstall(ctx context.Context, typ string, by *kernel.Actor) (*AdapterReloaded, error) {
+	defer s.lockMoves()()
 	m, err := s.installedOf(typ, "Cannot reinstall built-in adapter.")
 	if err != nil {
 		return nil, err

@@ -88,14 +88,22 @@ func (s *Supervisor) record(ctx context.Context, mv Move, kind, key, action stri
 	}
 }
 
-// Loaded reports whether an extension is loaded on this node, and its version and
-// package digest.
-func (s *Supervisor) Loaded(key string) (version, digest string, ok bool) {
+// LoadedState is what this node runs of one extension.
+type LoadedState struct {
+	Source  *Source
+	Enabled bool
+	Config  json.RawMessage
+}
+
+// Loaded returns what this node runs of an extension (false when it is not loaded here).
+func (s *Supervisor) Loaded(key string) (*LoadedState, bool) {
 	m := s.get(key)
 	if m == nil {
-		return "", "", false
+		return nil, false
 	}
-	return m.src.Manifest.Version, m.src.Digest, true
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return &LoadedState{Source: m.src, Enabled: m.rec.Enabled, Config: m.rec.Config}, true
 }
 
 // Install registers an extension from a materialised package while keel serves and starts
@@ -351,6 +359,9 @@ func (s *Supervisor) Upgrade(ctx context.Context, key string, src *Source, appro
 		}
 		if err := s.k.ExtensionSetLastError(ctx, key, nil); err != nil {
 			s.log.Error("error clearing last error", "extension", key, "error", err)
+		}
+		if err := s.k.ExtensionSetPending(ctx, key, nil); err != nil {
+			s.log.Error("error clearing pending upgrade", "extension", key, "error", err)
 		}
 	}
 	next.quiet.Store(false)
