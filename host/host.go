@@ -148,6 +148,9 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	h.Kernel.SetEventPublisher(h.Queue)
 	h.Kernel.SetExtensionDirectory(h.Supervisor)
 	h.Kernel.SetRunDirectory(h.Supervisor)
+	if err := h.Kernel.Routes.Add(h.Supervisor.AdapterRoutes()...); err != nil {
+		return nil, fmt.Errorf("error mounting the adapter registry routes: %w", err)
+	}
 	if err := h.setUpObservability(); err != nil {
 		return nil, err
 	}
@@ -195,6 +198,9 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	h.Supervisor.Run(2 * time.Second)
 	h.manager = &extensionManager{k: h.Kernel, sup: h.Supervisor, inst: installer, queue: h.Queue, log: logger.Named("lifecycle")}
 	h.Kernel.SetExtensionManager(h.manager)
+	// Adapter installs and removals go through the same installer, one move at a time with
+	// the plugin lifecycle and its reconcile loop.
+	h.Supervisor.SetInstaller(installer, &h.manager.mu)
 	reconcileCtx, stopReconcile := context.WithCancel(context.Background())
 	h.stopReconcile = stopReconcile
 	go h.manager.run(reconcileCtx, cfg.ReconcileInterval)

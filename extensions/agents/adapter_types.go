@@ -18,26 +18,43 @@ import (
 // knownAdapterTypes are the spec's adapter types (spec part 1, "Agent"). Any other type must
 // be provided by an installed adapter extension ("externally registered adapter types are
 // also allowed").
-var knownAdapterTypes = []string{"process", "http", "alpha_local", "beta_local", "gamma_local", "delta_local",
-	"epsilon_local", "zeta_local", "eta", "theta_gateway", "zeta_gateway"}
+var knownAdapterTypes = adapter.SpecTypes
 
 // gatewayDeviceAdapterType is the adapter type that signs its connection with an Ed25519
 // device key (REFERENCE-adapters.md 7).
 const gatewayDeviceAdapterType = "theta_gateway"
 
-// checkAdapterType refuses (422 "Unknown adapter type: <type>", the reference product's text)
-// an adapter type that is neither one of the spec's nor provided by an installed adapter
-// extension. An installed adapter that fails to describe itself is still a known type.
+// checkAdapterType refuses an adapter type the host's adapter registry does not know: 422
+// "Unknown adapter type: <type>" (the reference product's text) followed by the known
+// types. The registry knows the spec's types and every loaded adapter's.
 func (a *Agents) checkAdapterType(ctx context.Context, companyID, adapterType string) error {
 	if slices.Contains(knownAdapterTypes, adapterType) {
 		return nil
 	}
-	var info adapter.Info
-	err := a.host.Call(ctx, adapter.Method(adapterType, adapter.MethodInfo), sdk.SystemActor(), companyID, struct{}{}, &info)
-	if err != nil && sdk.IsMethodNotProvided(err) {
-		return unprocessable("Unknown adapter type: " + adapterType)
+	var list adapter.TypeList
+	if err := a.host.Call(ctx, adapter.ListMethod, sdk.SystemActor(), companyID, struct{}{}, &list); err != nil {
+		return fmt.Errorf("error listing adapter types: %w", err)
 	}
-	return nil
+	if slices.Contains(list.Types, adapterType) {
+		return nil
+	}
+	return unprocessable(fmt.Sprintf("Unknown adapter type: %s (known types: %s)", adapterType, strings.Join(list.Types, ", ")))
+}
+
+// resolveAdapter returns the extension key that serves a new run of an adapter type now
+// (the override unless it is paused, else the built-in). A type nothing serves resolves
+// to its conventional key, whose calls then fail as not provided.
+func (a *Agents) resolveAdapter(ctx context.Context, companyID, adapterType string) (string, error) {
+	var res adapter.Resolution
+	err := a.host.Call(ctx, adapter.ResolveMethod, sdk.SystemActor(), companyID, adapter.ResolveRequest{Type: adapterType}, &res)
+	switch {
+	case err == nil && res.Key != "":
+		return res.Key, nil
+	case err == nil || sdk.IsMethodNotProvided(err):
+		return adapter.ExtensionKey(adapterType), nil
+	default:
+		return "", fmt.Errorf("error resolving adapter %s: %w", adapterType, err)
+	}
 }
 
 // ensureDeviceKey gives a theta_gateway agent its device private key, as the reference

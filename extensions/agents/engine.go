@@ -43,6 +43,10 @@ type engine struct {
 	kickMu sync.Mutex
 	kicks  map[string]bool
 
+	// pins holds the adapter extension key each executing run resolved at its start (run
+	// id → key), so its cancel reaches the adapter it runs on.
+	pins sync.Map
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

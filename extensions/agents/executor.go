@@ -171,8 +171,12 @@ func (e *engine) signalAdapterCancel(ctx context.Context, run *heartbeatRun) boo
 	if adapterType == "" {
 		return false
 	}
+	key := adapter.ExtensionKey(adapterType)
+	if pinned, ok := e.pins.Load(run.ID); ok {
+		key = pinned.(string) // the adapter the run started on, whatever the registry says now
+	}
 	var res adapter.CancelResult
-	err := a.host.Call(ctx, adapter.Method(adapterType, adapter.MethodCancel), sdk.SystemActor(), run.CompanyID,
+	err := a.host.Call(ctx, adapter.MethodOf(key, adapter.MethodCancel), sdk.SystemActor(), run.CompanyID,
 		adapter.CancelRequest{RunID: run.ID}, &res)
 	if err != nil {
 		a.log.Warn("error cancelling run in adapter", "run", run.ID, "error", err)
@@ -249,14 +253,26 @@ func (e *engine) invokeAdapter(ctx context.Context, run *heartbeatRun) (out *run
 		OnlyFrom: []string{"idle", "active", "error", "running"}}); err != nil {
 		a.log.Warn("error setting agent running", "agent", run.AgentID, "error", err)
 	}
+	// The run resolves its adapter once and keeps it: an override installed, paused or
+	// removed meanwhile changes the runs that start afterwards, never this one.
+	key, err := a.resolveAdapter(ctx, run.CompanyID, cfg.AdapterType)
+	if err != nil {
+		return fail("adapter_failed", err.Error())
+	}
+	e.pins.Store(run.ID, key)
+	defer e.pins.Delete(run.ID)
 	if err := a.host.LogActivity(ctx, &sdk.ActivityEntry{CompanyID: run.CompanyID, Action: "heartbeat.run_started",
-		EntityType: "heartbeat_run", EntityID: run.ID, Details: map[string]any{"agentId": run.AgentID, "adapterType": cfg.AdapterType}}); err != nil {
+		EntityType: "heartbeat_run", EntityID: run.ID, Details: map[string]any{"agentId": run.AgentID, "adapterType": cfg.AdapterType, "adapterKey": key}}); err != nil {
 		a.log.Warn("error logging heartbeat.run_started", "error", err)
 	}
-	a.systemEvent(ctx, run.ID, fmt.Sprintf("run %s started (adapter %s)", run.ID, cfg.AdapterType))
+	started := fmt.Sprintf("run %s started (adapter %s)", run.ID, cfg.AdapterType)
+	if key != adapter.ExtensionKey(cfg.AdapterType) {
+		started = fmt.Sprintf("run %s started (adapter %s, served by %s)", run.ID, cfg.AdapterType, key)
+	}
+	a.systemEvent(ctx, run.ID, started)
 
 	var info adapter.Info
-	if err := a.host.Call(ctx, adapter.Method(cfg.AdapterType, adapter.MethodInfo), sdk.SystemActor(), run.CompanyID, struct{}{}, &info); err != nil {
+	if err := e.adapterCall(ctx, ctx, run, cfg.AdapterType, &key, adapter.MethodInfo, struct{}{}, &info); err != nil {
 		if sdk.IsMethodNotProvided(err) {
 			return fail("adapter_not_found", fmt.Sprintf("Adapter %s is not installed", cfg.AdapterType))
 		}
@@ -298,7 +314,7 @@ func (e *engine) invokeAdapter(ctx context.Context, run *heartbeatRun) (out *run
 		defer cancel()
 	}
 	var res adapter.ExecuteResult
-	err = a.host.Call(callCtx, adapter.Method(cfg.AdapterType, adapter.MethodExecute), sdk.SystemActor(), run.CompanyID, req, &res)
+	err = e.adapterCall(ctx, callCtx, run, cfg.AdapterType, &key, adapter.MethodExecute, req, &res)
 	if err != nil {
 		switch {
 		case errors.Is(callCtx.Err(), context.DeadlineExceeded):
@@ -314,6 +330,32 @@ func (e *engine) invokeAdapter(ctx context.Context, run *heartbeatRun) (out *run
 		}
 	}
 	return outcomeOf(&res)
+}
+
+// adapterCall calls a method of the adapter the run is pinned to (*key). When the pinned
+// extension left before the call reached it (an override removed or disabled between the
+// run's resolution and this call: method_not_provided or extension_disabled), nothing ran
+// there, so the run resolves its type again once, pins what serves it now and calls that.
+func (e *engine) adapterCall(ctx, callCtx context.Context, run *heartbeatRun, adapterType string, key *string, method string, in, out any) error {
+	a := e.a
+	err := a.host.Call(callCtx, adapter.MethodOf(*key, method), sdk.SystemActor(), run.CompanyID, in, out)
+	if err == nil || !adapterNotReached(err) {
+		return err
+	}
+	next, rerr := a.resolveAdapter(ctx, run.CompanyID, adapterType)
+	if rerr != nil || next == *key {
+		return err
+	}
+	a.systemEvent(ctx, run.ID, fmt.Sprintf("adapter %s left before the run reached it; the run goes to %s", *key, next))
+	*key = next
+	e.pins.Store(run.ID, next)
+	return a.host.Call(callCtx, adapter.MethodOf(next, method), sdk.SystemActor(), run.CompanyID, in, out)
+}
+
+// adapterNotReached reports whether a call failed before any adapter received it.
+func adapterNotReached(err error) bool {
+	var e *sdk.Error
+	return sdk.IsMethodNotProvided(err) || (errors.As(err, &e) && e.Code == "extension_disabled")
 }
 
 // checkoutStatuses are the issue statuses a starting run checks its issue out from.

@@ -40,6 +40,9 @@ func (s *Supervisor) resolveMethod(qualified string) (*managed, string) {
 // An unknown method, or an owner that is not loaded, is an error in the response, not a
 // transport failure, so callers can tell "not installed" from "down".
 func (s *Supervisor) Invoke(ctx context.Context, caller string, req *hostv1.InvokeRequest) (*hostv1.InvokeResponse, error) {
+	if strings.HasPrefix(req.Method, adapterRegistryPrefix) {
+		return s.invokeAdapterRegistry(ctx, req), nil
+	}
 	m, method := s.resolveMethod(req.Method)
 	if m == nil {
 		return &hostv1.InvokeResponse{Error: &extensionv1.Error{Status: http.StatusNotImplemented, Code: "method_not_provided",

@@ -86,6 +86,9 @@ type Supervisor struct {
 	mu   sync.RWMutex
 	exts map[string]*managed
 
+	// adapters is the adapter registry's state (adapters.go).
+	adapters adapterState
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

@@ -8,6 +8,7 @@ package adapter
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -160,4 +161,58 @@ type RunEvent struct {
 type RunEventsRequest struct {
 	RunID  string     `json:"runId"`
 	Events []RunEvent `json:"events"`
+}
+
+// SpecTypes are the adapter types the spec names (spec part 1, "Agent"). They are built-in
+// types: agents may name them whether or not this instance runs an adapter for them (a run
+// of a type with no loaded adapter fails with adapter_not_found).
+var SpecTypes = []string{"process", "http", "alpha_local", "beta_local", "gamma_local", "delta_local",
+	"epsilon_local", "zeta_local", "eta", "theta_gateway", "zeta_gateway"}
+
+// TypeOf returns the adapter type an adapter extension key serves: the segment after
+// "adapter." ("adapter.process" and "adapter.process.custom" both serve "process"), or ""
+// for a key that is not an adapter key. An installed key "adapter.<builtin type>.<name>"
+// overrides the built-in adapter of that type.
+func TypeOf(key string) string {
+	rest, ok := strings.CutPrefix(key, "adapter.")
+	if !ok || rest == "" {
+		return ""
+	}
+	typ, _, _ := strings.Cut(rest, ".")
+	return typ
+}
+
+// Reserved host methods of the adapter registry. The host answers them itself (no manifest
+// can provide a "keel." method); a caller declares them in its uses like any other method.
+const (
+	// ResolveMethod resolves an adapter type to the extension that serves new runs of it
+	// now (input ResolveRequest, output Resolution): the installed override unless it is
+	// paused, else the built-in. The heartbeat engine resolves once per run and sends
+	// every call of that run (info, execute, cancel) to the resolved key, so a run keeps
+	// the adapter it started with while the registry changes under it.
+	ResolveMethod = "keel.adapters.resolve"
+	// ListMethod lists the adapter types the registry knows (output TypeList).
+	ListMethod = "keel.adapters.list"
+)
+
+// ResolveRequest is the input of ResolveMethod.
+type ResolveRequest struct {
+	Type string `json:"type"`
+}
+
+// Resolution is the output of ResolveMethod.
+type Resolution struct {
+	Type string `json:"type"`
+	// Key is the extension key that serves the type now; its methods are Key + "." + method.
+	Key string `json:"key"`
+	// Override is true when Key is an installed override of a built-in type.
+	Override bool `json:"override"`
+}
+
+// MethodOf returns the qualified method of a resolved extension key ("adapter.process.custom.execute").
+func MethodOf(key, method string) string { return key + "." + method }
+
+// TypeList is the output of ListMethod.
+type TypeList struct {
+	Types []string `json:"types"`
 }
