@@ -67,6 +67,17 @@ type Config struct {
 	AgentUser string
 	// DisableBuiltins skips first-party extensions (tests that load only their own).
 	DisableBuiltins bool
+	// NPMRegistry is the npm registry packages install from (SERVICE_NPM_REGISTRY, default
+	// https://registry.npmjs.org).
+	NPMRegistry string
+	// CloudManaged applies spec install rule 3 (SERVICE_MANAGED_CONFIG set, as the reference
+	// product decides it): npm installs are refused and local paths must lie in the bundled
+	// catalog.
+	CloudManaged bool
+	// BundledRoot holds the packages that ship with keel in its examples/ and plugins/
+	// folders (SERVICE_BUNDLED_PLUGIN_ROOT; default: the nearest such directory above the
+	// executable, else above the working directory).
+	BundledRoot string
 }
 
 // ConfigFromEnv reads the SERVICE_* environment over the defaults.
@@ -116,6 +127,9 @@ func ConfigFromEnv() (Config, error) {
 			}
 		}
 	}
+	str("SERVICE_NPM_REGISTRY", &c.NPMRegistry)
+	str("SERVICE_BUNDLED_PLUGIN_ROOT", &c.BundledRoot)
+	c.CloudManaged = os.Getenv("SERVICE_MANAGED_CONFIG") != ""
 	if v := os.Getenv("SERVICE_AGENT_USER"); v != "" {
 		c.AgentUser = v
 	}
@@ -189,6 +203,11 @@ func (c *Config) normalize() error {
 		ip := net.ParseIP(c.Host)
 		if c.Host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 			return fmt.Errorf("local_trusted mode binds loopback only, not %s: set SERVICE_HOST=127.0.0.1 or SERVICE_DEPLOYMENT_MODE=authenticated", c.Host)
+		}
+	}
+	if c.NPMRegistry != "" {
+		if u, err := url.Parse(c.NPMRegistry); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("SERVICE_NPM_REGISTRY %q is not an http(s) URL", c.NPMRegistry)
 		}
 	}
 	if c.Executable == "" {

@@ -130,6 +130,7 @@ type Kernel struct {
 
 	events     EventPublisher
 	extensions ExtensionDirectory
+	bundled    BundledCatalog
 	runs       runChecks
 
 	// observer, metrics and readiness are the host's observability hooks (see observe.go).
