@@ -338,8 +338,12 @@ func (s *fileSet) resolveLinks() error {
 
 // readDir reads a package directory into a file set. Symlinks must stay inside the
 // directory and name files; .git is skipped.
-func readDir(root string, limits Limits) (*fileSet, error) {
+func readDir(root string, limits Limits, exclude ...string) (*fileSet, error) {
 	s := newFileSet(limits)
+	skip := map[string]bool{}
+	for _, p := range exclude {
+		skip[p] = true
+	}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return badPackage("error reading package directory: %v", err)
@@ -352,6 +356,9 @@ func readDir(root string, limits Limits) (*fileSet, error) {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
+		if skip[p] {
+			return nil
+		}
 		if d.IsDir() {
 			if d.Name() == ".git" {
 				return filepath.SkipDir
