@@ -70,12 +70,24 @@ type Config struct {
 	// DisableBuiltins skips first-party extensions (tests that load only their own).
 	DisableBuiltins bool
 	// Installer installs and materialises extension packages (POST /api/plugins/install);
-	// nil uses a DirInstaller under Home/packages. Nodes of one instance share packages
+	// nil uses the package manager (host/packages): content-addressed in the database and
+	// materialised under Home/packages, so nodes of one instance share packages
 	// through it.
 	Installer packages.Installer
 	// ReconcileInterval is how often this node follows extension moves made on another
 	// node (default 2s).
 	ReconcileInterval time.Duration
+	// NPMRegistry is the npm registry packages install from (SERVICE_NPM_REGISTRY, default
+	// https://registry.npmjs.org).
+	NPMRegistry string
+	// CloudManaged applies spec install rule 3 (SERVICE_MANAGED_CONFIG set, as the reference
+	// product decides it): npm installs are refused and local paths must lie in the bundled
+	// catalog.
+	CloudManaged bool
+	// BundledRoot holds the packages that ship with keel in its examples/ and plugins/
+	// folders (SERVICE_BUNDLED_PLUGIN_ROOT; default: the nearest such directory above the
+	// executable, else above the working directory).
+	BundledRoot string
 }
 
 // ConfigFromEnv reads the SERVICE_* environment over the defaults.
@@ -125,6 +137,9 @@ func ConfigFromEnv() (Config, error) {
 			}
 		}
 	}
+	str("SERVICE_NPM_REGISTRY", &c.NPMRegistry)
+	str("SERVICE_BUNDLED_PLUGIN_ROOT", &c.BundledRoot)
+	c.CloudManaged = os.Getenv("SERVICE_MANAGED_CONFIG") != ""
 	if v := os.Getenv("SERVICE_AGENT_USER"); v != "" {
 		c.AgentUser = v
 	}
@@ -201,6 +216,11 @@ func (c *Config) normalize() error {
 		ip := net.ParseIP(c.Host)
 		if c.Host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 			return fmt.Errorf("local_trusted mode binds loopback only, not %s: set SERVICE_HOST=127.0.0.1 or SERVICE_DEPLOYMENT_MODE=authenticated", c.Host)
+		}
+	}
+	if c.NPMRegistry != "" {
+		if u, err := url.Parse(c.NPMRegistry); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("SERVICE_NPM_REGISTRY %q is not an http(s) URL", c.NPMRegistry)
 		}
 	}
 	if c.Executable == "" {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/keelhq/keel/host/hostsvc"
 	"github.com/keelhq/keel/host/metrics"
+	"github.com/keelhq/keel/host/packages"
 	"github.com/keelhq/keel/host/pgembed"
 	"github.com/keelhq/keel/host/queue"
 	"github.com/keelhq/keel/host/supervisor"
@@ -44,6 +45,10 @@ type Host struct {
 	// queueState is queueStarting, queueStarted or queueFailed (for readiness).
 	queueState atomic.Int32
 	metrics    *metrics.Metrics
+	// Packages installs, stores and materialises extension packages.
+	Packages *packages.Manager
+	// Catalog lists the packages bundled with keel (GET /api/plugins/examples).
+	Catalog *packages.Catalog
 	// URL is the base URL the API is served at, such as http://127.0.0.1:3100.
 	URL string
 	// LoadErr joins the refusals of extensions that did not load (the host runs without them).
@@ -151,6 +156,19 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	if err := h.Kernel.Routes.Add(h.Supervisor.AdapterRoutes()...); err != nil {
 		return nil, fmt.Errorf("error mounting the adapter registry routes: %w", err)
 	}
+	bundledRoot := cfg.BundledRoot
+	if bundledRoot == "" {
+		bundledRoot = packages.FindBundledRoot()
+	}
+	h.Catalog = packages.NewCatalog(bundledRoot)
+	h.Kernel.SetBundledCatalog(h.Catalog)
+	h.Packages, err = packages.New(packages.Options{
+		Store: h.Kernel, DataDir: cfg.Home, NPMRegistry: cfg.NPMRegistry, CloudManaged: cfg.CloudManaged,
+		BundledRoot: bundledRoot, Logger: logger.Named("packages"),
+	})
+	if err != nil {
+		return nil, err
+	}
 	if err := h.setUpObservability(); err != nil {
 		return nil, err
 	}
@@ -165,9 +183,9 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	}
 	found, failed, findErr := dirSources(cfg.ExtensionDirs)
 	sources = append(sources, found...)
-	installer := cfg.Installer
-	if installer == nil {
-		installer = NewDirInstaller(filepath.Join(cfg.Home, "packages"))
+	var installer packages.Installer = h.Packages
+	if cfg.Installer != nil {
+		installer = cfg.Installer
 	}
 	installed, notMaterialised, err := installedSources(ctx, h.Kernel, installer, sources)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 
@@ -50,7 +51,10 @@ func LoadSource(dir string) (*supervisor.Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("extension in %s: %w", dir, err)
 	}
-	if m.Runtime.Kind == sdk.RuntimeProcess && m.Runtime.Executable == "" {
+	if _, _, ok := m.Runtime.ExecutableFor(sdk.Platform(runtime.GOOS, runtime.GOARCH)); m.Runtime.Kind == sdk.RuntimeProcess && !ok {
+		if len(m.Runtime.Artifacts) > 0 {
+			return nil, fmt.Errorf("extension in %s: no executable for %s among its artifacts", dir, sdk.Platform(runtime.GOOS, runtime.GOARCH))
+		}
 		return nil, fmt.Errorf("extension in %s: a process runtime needs an executable", dir)
 	}
 	abs, err := filepath.Abs(dir)

@@ -131,6 +131,7 @@ type Kernel struct {
 	events     EventPublisher
 	extensions ExtensionDirectory
 	manager    ExtensionManager
+	bundled    BundledCatalog
 	runs       runChecks
 
 	// observer, metrics and readiness are the host's observability hooks (see observe.go).

@@ -8,6 +8,7 @@ func (k *Kernel) registerRoutes() error {
 		k.healthRoutes(),
 		k.pluginRoutes(),
 		k.pluginLifecycleRoutes(),
+		k.pluginExampleRoutes(),
 		k.companyRoutes(),
 		k.activityRoutes(),
 		k.settingsRoutes(),

@@ -99,12 +99,17 @@ type Runtime struct {
 	// Kind is process (go-plugin over gRPC) or wasm (wazero, inside the host).
 	Kind string `json:"kind" jsonschema:"enum=process,enum=wasm"`
 	// Executable is the file name of a process extension, beside the manifest. Empty for
-	// first-party extensions, which run as `keel extension <key>`.
+	// first-party extensions, which run as `keel extension <key>`, and for packages that
+	// list their executables per platform in artifacts.
 	Executable string `json:"executable,omitempty"`
 	// Module is the file name of a wasm module, beside the manifest.
 	Module string `json:"module,omitempty"`
 	// SHA256 is the hex digest the executable or module must match.
 	SHA256 string `json:"sha256,omitempty" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	// Artifacts are a process extension's executables by platform ("linux-amd64", as
+	// goos-goarch), each a path inside the package and its sha256; the host runs the one of
+	// its own platform. `keel extension pack` writes the digests.
+	Artifacts map[string]Artifact `json:"artifacts,omitempty"`
 	// Limits bound a wasm module.
 	Limits *Limits `json:"limits,omitempty"`
 	// Lazy starts a process extension on first use and stops it when idle (adapters are lazy
@@ -112,6 +117,30 @@ type Runtime struct {
 	Lazy *bool `json:"lazy,omitempty"`
 	// IdleStopAfter is how long a lazy extension may sit unused before it is stopped (default 10m).
 	IdleStopAfter string `json:"idleStopAfter,omitempty"`
+}
+
+// Artifact is one platform's executable in a package.
+type Artifact struct {
+	// Path is the executable's path inside the package, such as bin/linux-amd64/notes.
+	Path string `json:"path" jsonschema:"minLength=1"`
+	// SHA256 is the hex digest the executable must match.
+	SHA256 string `json:"sha256,omitempty" jsonschema:"pattern=^[0-9a-f]{64}$"`
+}
+
+// Platform returns the artifact key of a platform ("linux-amd64").
+func Platform(goos, goarch string) string { return goos + "-" + goarch }
+
+// ExecutableFor returns the path (relative to the package) and expected sha256 of the
+// executable a process extension runs on a platform: its artifact for that platform, else
+// its single executable. ok is false when it has neither.
+func (r *Runtime) ExecutableFor(platform string) (path, sha256 string, ok bool) {
+	if a, found := r.Artifacts[platform]; found {
+		return a.Path, a.SHA256, true
+	}
+	if r.Executable != "" {
+		return r.Executable, r.SHA256, true
+	}
+	return "", "", false
 }
 
 // IsLazy reports whether the extension starts on first use.
@@ -210,9 +239,10 @@ type UISlot struct {
 }
 
 var (
-	keyPattern    = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
-	eventPattern  = regexp.MustCompile(`^(\*|[a-z][a-z0-9_]*(\.[a-z*][a-z0-9_]*)*)$`)
-	methodPattern = regexp.MustCompile(`^[a-z][A-Za-z0-9_.]*$`)
+	keyPattern      = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
+	platformPattern = regexp.MustCompile(`^[a-z0-9]+-[a-z0-9]+$`)
+	eventPattern    = regexp.MustCompile(`^(\*|[a-z][a-z0-9_]*(\.[a-z*][a-z0-9_]*)*)$`)
+	methodPattern   = regexp.MustCompile(`^[a-z][A-Za-z0-9_.]*$`)
 )
 
 // ParseManifest strictly decodes a manifest (unknown fields are an error), checks it against
@@ -254,9 +284,23 @@ func (m *Manifest) Validate() error {
 		if m.Runtime.Module != "" {
 			return fmt.Errorf("invalid manifest %s: a process runtime has no module", m.Key)
 		}
+		if m.Runtime.Executable != "" && len(m.Runtime.Artifacts) > 0 {
+			return fmt.Errorf("invalid manifest %s: a process runtime names an executable or artifacts per platform, not both", m.Key)
+		}
+		for platform, a := range m.Runtime.Artifacts {
+			if !platformPattern.MatchString(platform) {
+				return fmt.Errorf("invalid manifest %s: artifact platform %q must be goos-goarch, such as linux-amd64", m.Key, platform)
+			}
+			if !IsPackagePath(a.Path) {
+				return fmt.Errorf("invalid manifest %s: artifact %s path %q must be a relative path inside the package", m.Key, platform, a.Path)
+			}
+		}
 	case RuntimeWasm:
 		if m.Runtime.Module == "" {
 			return fmt.Errorf("invalid manifest %s: a wasm runtime needs a module", m.Key)
+		}
+		if len(m.Runtime.Artifacts) > 0 {
+			return fmt.Errorf("invalid manifest %s: a wasm runtime has no artifacts (the module runs everywhere)", m.Key)
 		}
 	default:
 		return fmt.Errorf("invalid manifest %s: runtime kind must be process or wasm", m.Key)
@@ -341,6 +385,20 @@ func (m *Manifest) Validate() error {
 		}
 	}
 	return nil
+}
+
+// IsPackagePath reports whether p is a clean relative slash-separated path that stays
+// inside its package: not absolute, no "..", no empty or "." segments, no backslashes.
+func IsPackagePath(p string) bool {
+	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\\\x00") {
+		return false
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // HasCapability reports whether the manifest declares a capability.

@@ -134,3 +134,56 @@ func TestParseManifestUnknownFieldSuggests(t *testing.T) {
 		})
 	}
 }
+
+func TestManifestArtifacts(t *testing.T) {
+	t.Parallel()
+	const sum = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	manifest := func(runtime string) []byte {
+		return []byte(`{"key":"example.pkg","version":"1.0.0","kind":"plugin","runtime":` + runtime + `}`)
+	}
+	t.Run("PerPlatform", func(t *testing.T) {
+		t.Parallel()
+		m, err := ParseManifest(manifest(`{"kind":"process","artifacts":{"linux-amd64":{"path":"bin/linux-amd64/x","sha256":"` + sum + `"},"darwin-arm64":{"path":"bin/darwin-arm64/x"}}}`))
+		require.NoError(t, err)
+		path, digest, ok := m.Runtime.ExecutableFor("linux-amd64")
+		require.True(t, ok)
+		require.Equal(t, "bin/linux-amd64/x", path)
+		require.Equal(t, sum, digest)
+		_, _, ok = m.Runtime.ExecutableFor("windows-amd64")
+		require.False(t, ok)
+	})
+	t.Run("SingleExecutableStillValid", func(t *testing.T) {
+		t.Parallel()
+		m, err := ParseManifest(manifest(`{"kind":"process","executable":"x","sha256":"` + sum + `"}`))
+		require.NoError(t, err)
+		path, digest, ok := m.Runtime.ExecutableFor("linux-amd64")
+		require.True(t, ok)
+		require.Equal(t, "x", path)
+		require.Equal(t, sum, digest)
+	})
+	for name, tc := range map[string]struct{ runtime, want string }{
+		"BothExecutableAndArtifacts": {`{"kind":"process","executable":"x","artifacts":{"linux-amd64":{"path":"x"}}}`, "not both"},
+		"BadPlatform":                {`{"kind":"process","artifacts":{"Linux_amd64":{"path":"x"}}}`, "goos-goarch"},
+		"EscapingPath":               {`{"kind":"process","artifacts":{"linux-amd64":{"path":"../x"}}}`, "inside the package"},
+		"AbsolutePath":               {`{"kind":"process","artifacts":{"linux-amd64":{"path":"/bin/sh"}}}`, "inside the package"},
+		"BadDigest":                  {`{"kind":"process","artifacts":{"linux-amd64":{"path":"x","sha256":"nope"}}}`, "sha256"},
+		"WasmWithArtifacts":          {`{"kind":"wasm","module":"m.wasm","artifacts":{"linux-amd64":{"path":"x"}}}`, "no artifacts"},
+		"UnknownArtifactField":       {`{"kind":"process","artifacts":{"linux-amd64":{"path":"x","size":1}}}`, "size"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseManifest(manifest(tc.runtime))
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestIsPackagePath(t *testing.T) {
+	t.Parallel()
+	for p, want := range map[string]bool{
+		"a": true, "ui/x.js": true, "bin/linux-amd64/notes": true,
+		"": false, "/a": false, "../a": false, "a/../b": false, "a//b": false, "./a": false, `a\b`: false, "a\x00": false,
+	} {
+		require.Equal(t, want, IsPackagePath(p), p)
+	}
+}

@@ -268,15 +268,16 @@ func (m *managed) command() (*exec.Cmd, *plugin.SecureConfig, error) {
 		cmd = exec.Command(m.s.cfg.Executable, "extension", m.key)
 		cmd.Env = append(os.Environ(), RoleEnv+"="+m.key)
 	} else {
-		if mf.Runtime.Executable == "" {
-			return nil, nil, fmt.Errorf("extension %s names no executable", m.key)
+		exe, digest, ok := mf.Runtime.ExecutableFor(hostPlatform)
+		if !ok {
+			return nil, nil, fmt.Errorf("extension %s names no executable for %s", m.key, hostPlatform)
 		}
-		path := filepath.Join(m.src.Dir, filepath.Clean("/" + mf.Runtime.Executable)[1:])
+		path := filepath.Join(m.src.Dir, filepath.Clean("/" + exe)[1:])
 		if _, err := os.Stat(path); err != nil {
 			return nil, nil, fmt.Errorf("executable of %s: %w", m.key, err)
 		}
-		if mf.Runtime.SHA256 != "" {
-			sum, err := hex.DecodeString(mf.Runtime.SHA256)
+		if digest != "" {
+			sum, err := hex.DecodeString(digest)
 			if err != nil {
 				return nil, nil, fmt.Errorf("sha256 of %s: %w", m.key, err)
 			}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -24,6 +25,9 @@ import (
 	"github.com/keelhq/keel/sdk"
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
 )
+
+// hostPlatform is the artifact key of this host's platform ("linux-amd64").
+var hostPlatform = sdk.Platform(goruntime.GOOS, goruntime.GOARCH)
 
 // Source is one extension the host should load.
 type Source struct {
@@ -225,10 +229,10 @@ func (s *Supervisor) register(ctx context.Context, src *Source) (*managed, error
 		s.mu.Unlock()
 		return refuse(err)
 	}
-	if !src.Builtin && runtime == sdk.RuntimeProcess && mf.Runtime.Executable != "" {
+	if exe, _, ok := mf.Runtime.ExecutableFor(hostPlatform); !src.Builtin && runtime == sdk.RuntimeProcess && ok {
 		// A missing executable will not appear by retrying: refuse it once, clearly (after
 		// the route check, so a collision is reported as such).
-		path := filepath.Join(src.Dir, filepath.Clean("/" + mf.Runtime.Executable)[1:])
+		path := filepath.Join(src.Dir, filepath.Clean("/" + exe)[1:])
 		if _, err := os.Stat(path); err != nil {
 			s.k.Routes.RemoveOwner(mf.Key)
 			s.mu.Lock()

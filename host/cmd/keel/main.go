@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	_ "github.com/keelhq/keel/extensions/all"
 	"github.com/keelhq/keel/host"
 	"github.com/keelhq/keel/host/cli"
+	"github.com/keelhq/keel/host/packages"
 	"github.com/keelhq/keel/host/pgembed"
 	"github.com/keelhq/keel/host/supervisor"
 	"github.com/keelhq/keel/kernel"
@@ -111,11 +113,10 @@ func serve(ctx context.Context, cfg host.Config) error {
 }
 
 func extensionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:    "extension <key>",
-		Short:  "Run one first-party extension (launched by keel serve, not by hand)",
-		Args:   cobra.ExactArgs(1),
-		Hidden: true,
+	cmd := &cobra.Command{
+		Use:   "extension",
+		Short: "Write and package extensions (new, pack); `keel extension <key>` runs a first-party extension for keel serve",
+		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			f, ok := extensions.Lookup(args[0])
 			if !ok {
@@ -125,6 +126,94 @@ func extensionCommand() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.AddCommand(extensionPackCommand(), extensionNewCommand())
+	return cmd
+}
+
+func extensionPackCommand() *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "pack DIR",
+		Short: "Build a keel package (.tgz) from an extension directory, writing each artifact's sha256 into its manifest",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := filepath.Abs(args[0])
+			if err != nil {
+				return err
+			}
+			var exclude []string
+			if out != "" {
+				if out, err = filepath.Abs(out); err != nil {
+					return err
+				}
+				exclude = append(exclude, out)
+			}
+			p, err := packages.Pack(dir, packages.Limits{}, exclude...)
+			if err != nil {
+				return fmt.Errorf("error packing %s: %w", dir, err)
+			}
+			if out == "" {
+				out = strings.ReplaceAll(p.Manifest.Key, ".", "-") + "-" + p.Manifest.Version + ".tgz"
+			}
+			if err := os.WriteFile(out, p.Archive, 0o644); err != nil {
+				return fmt.Errorf("error writing %s: %w", out, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "packed %s %s into %s (%d bytes, sha256 %s)\n", p.Manifest.Key, p.Manifest.Version, out, len(p.Archive), p.Digest)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "archive to write (default <key>-<version>.tgz in the working directory)")
+	return cmd
+}
+
+func extensionNewCommand() *cobra.Command {
+	var (
+		wasm    bool
+		keelSrc string
+		dir     string
+		noTidy  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "new NAME",
+		Short: "Write a working extension (manifest, main.go with a route, a test in a real host, Makefile) into ./NAME",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if dir == "" {
+				dir = name
+			}
+			abs, err := filepath.Abs(dir)
+			if err != nil {
+				return err
+			}
+			if keelSrc == "" {
+				keelSrc = packages.FindKeelSource()
+			}
+			if err := packages.Scaffold(packages.ScaffoldOptions{Dir: abs, Name: name, Wasm: wasm, KeelSource: keelSrc}); err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "wrote %s\n", abs)
+			if keelSrc == "" {
+				fmt.Fprintln(w, "no keel checkout found: add `replace github.com/keelhq/keel => /path/to/keel` to go.mod (or pass --keel-src)")
+			}
+			if !noTidy {
+				tidy := exec.Command("go", "mod", "tidy")
+				tidy.Dir, tidy.Stdout, tidy.Stderr = abs, w, cmd.ErrOrStderr()
+				if err := tidy.Run(); err != nil {
+					return fmt.Errorf("go mod tidy in %s failed (fix go.mod and run it again): %w", abs, err)
+				}
+			}
+			fmt.Fprintf(w, "next: cd %s && make test && make pack\n", dir)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&wasm, "wasm", false, "write a wasm extension instead of a process extension")
+	f.StringVar(&keelSrc, "keel-src", "", "keel checkout to build against (default: the one above this executable or the working directory)")
+	f.StringVar(&dir, "dir", "", "directory to write (default ./NAME)")
+	f.BoolVar(&noTidy, "no-tidy", false, "do not run go mod tidy afterwards")
+	return cmd
 }
 
 func versionCommand() *cobra.Command {
