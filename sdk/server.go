@@ -110,6 +110,20 @@ func (s *server) Call(ctx context.Context, req *extensionv1.CallRequest) (*exten
 		}
 		return &extensionv1.CallResponse{OutputJson: b}, nil
 	}
+	if req.Caller == hostCaller && IsReservedMethod(req.Method) {
+		ctx = WithLogger(ctx, s.log)
+		out, handled, err := callFeature(ctx, s.ext, req.Method, req.Actor, req.InputJson)
+		if handled {
+			if err != nil {
+				return &extensionv1.CallResponse{Error: toProtoError(err)}, nil
+			}
+			b, err := json.Marshal(out)
+			if err != nil {
+				return &extensionv1.CallResponse{Error: toProtoError(fmt.Errorf("error encoding result of %s: %w", req.Method, err))}, nil
+			}
+			return &extensionv1.CallResponse{OutputJson: b}, nil
+		}
+	}
 	mp, ok := s.ext.(MethodProvider)
 	if !ok {
 		return nil, status.Error(codes.Unimplemented, "extension provides no methods")
