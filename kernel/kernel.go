@@ -131,6 +131,8 @@ type Kernel struct {
 	events     EventPublisher
 	extensions ExtensionDirectory
 	runs       runChecks
+	// pluginRuntime is the host side of the plugin feature routes (plugin_features.go).
+	pluginRuntime PluginRuntime
 
 	// observer, metrics and readiness are the host's observability hooks (see observe.go).
 	observer  RequestObserver

@@ -7,6 +7,7 @@ func (k *Kernel) registerRoutes() error {
 	for _, group := range [][]*Route{
 		k.healthRoutes(),
 		k.pluginRoutes(),
+		k.pluginFeatureRoutes(),
 		k.companyRoutes(),
 		k.activityRoutes(),
 		k.settingsRoutes(),
