@@ -61,7 +61,7 @@ type JobRunStartParams struct {
 // JobRunQueue records a queued run before it starts (a manual trigger).
 func (k *Kernel) JobRunQueue(ctx context.Context, pluginKey, jobKey, trigger string, queueJobID int64) error {
 	if _, err := k.Pool.Exec(ctx, `INSERT INTO kernel.plugin_job_runs (id, extension_key, job_key, queue_job_id, trigger, status)
-		VALUES ($1, $2, $3, $4, $5, 'queued') ON CONFLICT (queue_job_id) DO NOTHING`, newID(), pluginKey, jobKey, queueJobID, trigger); err != nil {
+		VALUES ($1, $2, $3, $4, $5, 'queued') ON CONFLICT (queue_job_id) DO UPDATE SET trigger = EXCLUDED.trigger`, newID(), pluginKey, jobKey, queueJobID, trigger); err != nil {
 		return fmt.Errorf("error recording queued run of %s/%s: %w", pluginKey, jobKey, err)
 	}
 	return nil

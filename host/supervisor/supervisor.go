@@ -76,6 +76,8 @@ type Supervisor struct {
 
 	mu   sync.RWMutex
 	exts map[string]*managed
+	// feat keeps log lines and stream subscribers for the plugin feature routes (features.go).
+	feat features
 
 	ctx    context.Context
 	cancel context.CancelFunc
