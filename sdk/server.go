@@ -144,6 +144,7 @@ func (s *server) RunJob(ctx context.Context, req *extensionv1.RunJobRequest) (*e
 	if !ok {
 		return nil, status.Error(codes.Unimplemented, "extension runs no jobs")
 	}
+	ctx = WithLogger(ctx, s.log.With("job", req.JobKey))
 	err := jr.RunJob(ctx, &JobRun{Key: req.JobKey, Args: req.ArgsJson, Attempt: int(req.Attempt), ID: req.JobId})
 	return &extensionv1.RunJobResponse{Error: toProtoError(err)}, nil
 }
