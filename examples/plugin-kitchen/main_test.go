@@ -365,6 +365,33 @@ func Test_main(t *testing.T) {
 		}
 	})
 
+	t.Run("StreamReachesEveryNode", func(t *testing.T) {
+		// A second node on the same database: a UI client on it hears what the plugin emits
+		// while serving a request on the first.
+		h2 := sdktest.Start(t, sdktest.Options{ExtensionDirs: []string{kitchenDir(t)}, DatabaseURL: h.DatabaseURL})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, "GET", h2.URL+"/api/plugins/example.kitchen/bridge/stream/pings?companyId="+company, nil)
+		require.NoError(t, err)
+		stream, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer stream.Body.Close()
+		rd := bufio.NewReader(stream.Body)
+		first, err := rd.ReadString('\n')
+		require.NoError(t, err)
+		require.Equal(t, ":ok\n", first)
+		res := h.Do("POST", "/api/plugins/example.kitchen/actions/ping", map[string]any{"companyId": company})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		for {
+			line, err := rd.ReadString('\n')
+			require.NoError(t, err)
+			if strings.HasPrefix(line, "data: ") {
+				require.Contains(t, line, `"by":"board"`)
+				break
+			}
+		}
+	})
+
 	// Last: disabling hides the plugin's tools and UI (the lifecycle routes flip the same flag).
 	t.Run("DisabledPluginHidden", func(t *testing.T) {
 		_, err := h.Kernel.Pool.Exec(t.Context(), `UPDATE kernel.extensions SET enabled = false WHERE key = 'example.kitchen'`)

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/keelhq/keel/host/hostsvc"
 	"github.com/keelhq/keel/kernel"
 	"github.com/keelhq/keel/sdk"
@@ -28,6 +30,23 @@ type features struct {
 	mu      sync.Mutex
 	logs    map[string]*logRing
 	streams map[streamKey]map[*streamSub]struct{}
+	// listening is closed once this node LISTENs for stream messages from every node.
+	listening chan struct{}
+}
+
+// streamNotifyChannel is the PostgreSQL notification channel that carries stream messages
+// between nodes: an extension on one node emits, UI clients on every node receive.
+const streamNotifyChannel = "keel_plugin_stream"
+
+// streamMaxMessage bounds one stream message (PostgreSQL notifications carry under 8000 bytes).
+const streamMaxMessage = 7000
+
+// streamNote is one stream message as it crosses nodes.
+type streamNote struct {
+	Ext     string          `json:"e"`
+	Channel string          `json:"c"`
+	Company string          `json:"o"`
+	Message json.RawMessage `json:"m"`
 }
 
 type streamKey struct{ ext, channel, company string }
@@ -223,6 +242,7 @@ func (s *Supervisor) PluginTriggerJob(ctx context.Context, key, jobKey string) (
 // channel for a company on this node. A subscriber that falls behind loses messages rather
 // than slowing the extension.
 func (s *Supervisor) PluginSubscribe(key, channel, companyID string) (<-chan json.RawMessage, func()) {
+	s.listenStreams()
 	sub := &streamSub{ch: make(chan json.RawMessage, 64)}
 	k := streamKey{key, channel, companyID}
 	f := &s.feat
@@ -282,8 +302,82 @@ func (t *streamTap) Publish(ctx context.Context, extension string, req *hostv1.P
 	if !json.Valid(msg) {
 		return "", fmt.Errorf("stream message for %s is not valid JSON", channel)
 	}
-	t.s.feat.emit(streamKey{extension, channel, req.CompanyId}, msg)
+	note, err := json.Marshal(&streamNote{Ext: extension, Channel: channel, Company: req.CompanyId, Message: msg})
+	if err != nil {
+		return "", fmt.Errorf("error encoding stream message for %s: %w", channel, err)
+	}
+	if len(note) > streamMaxMessage {
+		return "", fmt.Errorf("stream message for %s is %d bytes, over the %d-byte limit", channel, len(note), streamMaxMessage)
+	}
+	// Every node listening (this one included) fans it out to its own subscribers.
+	if _, err := t.s.k.Pool.Exec(ctx, `SELECT pg_notify($1, $2)`, streamNotifyChannel, string(note)); err != nil {
+		return "", fmt.Errorf("error sending stream message for %s: %w", channel, err)
+	}
 	return "", nil
+}
+
+// listenStreams makes sure this node listens for stream messages, on a connection of its
+// own, started by the first subscriber; it waits (briefly) until the LISTEN is in place so
+// that a subscriber misses nothing emitted after it subscribed.
+func (s *Supervisor) listenStreams() {
+	f := &s.feat
+	f.mu.Lock()
+	ready := f.listening
+	if ready == nil {
+		ready = make(chan struct{})
+		f.listening = ready
+		s.wg.Add(1)
+		go s.streamListener(ready)
+	}
+	f.mu.Unlock()
+	select {
+	case <-ready:
+	case <-time.After(5 * time.Second):
+		s.log.Warn("stream listener is not ready; messages may be missed")
+	}
+}
+
+// streamListener holds a LISTEN connection until the supervisor stops, reconnecting after
+// a failure, and hands every message to this node's subscribers.
+func (s *Supervisor) streamListener(ready chan struct{}) {
+	defer s.wg.Done()
+	var once sync.Once
+	for s.ctx.Err() == nil {
+		err := s.listenOnce(func() { once.Do(func() { close(ready) }) })
+		if s.ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("stream listener failed; reconnecting", "error", err)
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (s *Supervisor) listenOnce(listening func()) error {
+	conn, err := pgx.ConnectConfig(s.ctx, s.k.Pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("error connecting: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(s.ctx))
+	if _, err := conn.Exec(s.ctx, "LISTEN "+streamNotifyChannel); err != nil {
+		return fmt.Errorf("error listening: %w", err)
+	}
+	listening()
+	for {
+		n, err := conn.WaitForNotification(s.ctx)
+		if err != nil {
+			return fmt.Errorf("error waiting for stream messages: %w", err)
+		}
+		var note streamNote
+		if err := json.Unmarshal([]byte(n.Payload), &note); err != nil {
+			s.log.Warn("undecodable stream message", "error", err)
+			continue
+		}
+		s.feat.emit(streamKey{note.Ext, note.Channel, note.Company}, note.Message)
+	}
 }
 
 var _ kernel.PluginRuntime = (*Supervisor)(nil)
