@@ -125,6 +125,25 @@ func (k *Kernel) pluginCall(ctx context.Context, p *installedPlugin, method stri
 	return nil
 }
 
+// PluginHistoryRetention is how long webhook deliveries and job runs are kept.
+const PluginHistoryRetention = 30 * 24 * time.Hour
+
+// sweepPluginHistory deletes webhook deliveries and job runs older than the retention, at
+// most once an hour per node; it runs when new history is written.
+func (k *Kernel) sweepPluginHistory(ctx context.Context) {
+	now := time.Now().UnixNano()
+	last := k.pluginSweep.Load()
+	if now-last < int64(time.Hour) || !k.pluginSweep.CompareAndSwap(last, now) {
+		return
+	}
+	cutoff := time.Now().Add(-PluginHistoryRetention)
+	for _, table := range []string{"kernel.plugin_webhook_deliveries", "kernel.plugin_job_runs"} {
+		if _, err := k.Pool.Exec(ctx, `DELETE FROM `+table+` WHERE created_at < $1`, cutoff); err != nil {
+			k.log.Warn("error deleting old plugin history", "table", table, "error", err)
+		}
+	}
+}
+
 func (k *Kernel) pluginFeatureRoutes() []*Route {
 	routes := []*Route{
 		Mount[toolListRequest, []*ToolDescriptor](&toolListEndpoint{k}),

@@ -72,6 +72,7 @@ func (k *Kernel) JobRunStart(ctx context.Context, p *JobRunStartParams) error {
 	if p.Trigger == "" {
 		p.Trigger = JobTriggerEnqueue
 	}
+	k.sweepPluginHistory(ctx)
 	if _, err := k.Pool.Exec(ctx, `INSERT INTO kernel.plugin_job_runs (id, extension_key, job_key, queue_job_id, trigger, status, attempts, started_at)
 		VALUES ($1, $2, $3, $4, $5, 'running', $6, now())
 		ON CONFLICT (queue_job_id) DO UPDATE SET status = 'running', attempts = EXCLUDED.attempts, started_at = now(), finished_at = NULL`,

@@ -53,12 +53,13 @@ func (k *Kernel) WebhookDeliveryList(ctx context.Context, pluginKey string, limi
 	return out, nil
 }
 
+// webhookRequest binds itself (Bind): the body is any bytes, not a JSON document.
 type webhookRequest struct {
-	PluginID    string
-	EndpointKey string
-	Body        []byte
-	Headers     map[string][]string
-	RequestID   string
+	PluginID    string              `json:"-"`
+	EndpointKey string              `json:"-"`
+	Body        []byte              `json:"-"`
+	Headers     map[string][]string `json:"-"`
+	RequestID   string              `json:"-"`
 }
 
 // Bind keeps the body byte for byte and every header: the plugin checks signatures.
@@ -106,6 +107,7 @@ func (e *webhookEndpoint) Execute(ctx context.Context, req *webhookRequest) (*we
 	if !p.ready() {
 		return nil, p.notReady()
 	}
+	e.k.sweepPluginHistory(ctx)
 	id := newID()
 	start := time.Now()
 	if _, err := e.k.Pool.Exec(ctx, `INSERT INTO kernel.plugin_webhook_deliveries (id, extension_key, endpoint_key, request_id, body_bytes, started_at)

@@ -98,6 +98,10 @@ func Test_main(t *testing.T) {
 	})
 
 	t.Run("Webhooks", func(t *testing.T) {
+		// History older than the retention goes when new history is written.
+		_, err := h.Kernel.Pool.Exec(t.Context(), `INSERT INTO kernel.plugin_webhook_deliveries (id, extension_key, endpoint_key, status, created_at)
+			VALUES ('00000000-0000-7000-8000-000000000001', 'example.kitchen', 'inbound', 'success', now() - interval '40 days')`)
+		require.NoError(t, err)
 		raw := `{"event":"push", "spaces kept":  true}`
 		res := h.Do("POST", "/api/plugins/"+plugin.ID+"/webhooks/inbound", raw, "X-Signature", "sha256=abc")
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
@@ -141,6 +145,7 @@ func Test_main(t *testing.T) {
 		require.NotNil(t, dash.Deliveries[0].Error)
 		require.Equal(t, "inbound", dash.Deliveries[1].WebhookKey)
 		require.Equal(t, "success", dash.Deliveries[1].Status)
+		require.Len(t, dash.Deliveries, 2, "the 40-day-old delivery was deleted")
 	})
 
 	t.Run("Jobs", func(t *testing.T) {
