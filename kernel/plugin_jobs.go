@@ -248,5 +248,10 @@ func (e *pluginJobTriggerEndpoint) Execute(ctx context.Context, req *jobRequest)
 	if err := e.k.Pool.QueryRow(ctx, `SELECT id::text FROM kernel.plugin_job_runs WHERE queue_job_id = $1`, qid).Scan(&runID); err != nil {
 		return nil, Internal(fmt.Errorf("error reading queued run of %s/%s: %w", p.rec.PluginKey, req.JobID, err))
 	}
+	actor := ActorFrom(ctx)
+	if _, err := e.k.ActivityInsert(ctx, &ActivityInsertParams{ActorType: "user", ActorID: actor.UserID, Action: "plugin.job.triggered",
+		EntityType: "plugin", EntityID: p.rec.ID, Details: map[string]any{"pluginKey": p.rec.PluginKey, "jobKey": req.JobID, "runId": runID}}); err != nil {
+		return nil, Internal(err)
+	}
 	return &JobTriggerResult{RunID: runID, JobID: req.JobID, QueueJobID: qid}, nil
 }

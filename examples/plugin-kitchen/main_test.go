@@ -207,6 +207,7 @@ func Test_main(t *testing.T) {
 		}
 		require.Equal(t, http.StatusBadRequest, h.Do("GET", "/api/plugins/example.kitchen/logs?level=loud", nil).Status)
 		require.Equal(t, http.StatusNotFound, h.Do("GET", "/api/plugins/example.none/logs", nil).Status)
+		require.Equal(t, http.StatusNotFound, h.Do("GET", "/api/plugins/example.none/dashboard", nil).Status)
 
 		res = h.Do("GET", "/api/plugins/example.kitchen/dashboard", nil)
 		var dash struct {
