@@ -24,6 +24,9 @@ import (
 // logRingSize is how many recent log lines are kept per extension.
 const logRingSize = 1000
 
+// maxLogLine is the longest log line kept whole (bytes); longer ones are cut.
+const maxLogLine = 4096
+
 // features holds what the plugin feature routes need per extension on this node: recent
 // log lines and the UI stream subscribers. The zero value is ready to use.
 type features struct {
@@ -118,6 +121,11 @@ func (r *logRing) Write(p []byte) (int, error) {
 // fields; any other line is kept as it is, at the level its [LEVEL] prefix names (info
 // without one, error for a panic).
 func parseLogLine(b []byte) kernel.PluginLogLine {
+	if len(b) > maxLogLine {
+		// A huge line is kept as text, cut, so the ring's memory stays bounded.
+		s := strings.ToValidUTF8(string(b[:maxLogLine]), "")
+		return kernel.PluginLogLine{Time: time.Now().UTC(), Level: "info", Message: s, Fields: map[string]any{"truncated": len(b)}}
+	}
 	var m map[string]any
 	if json.Unmarshal(b, &m) == nil && m["@message"] != nil {
 		l := kernel.PluginLogLine{Time: time.Now().UTC(), Level: "info", Fields: map[string]any{}}

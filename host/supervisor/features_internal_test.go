@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 
@@ -26,6 +27,15 @@ func TestLogRing(t *testing.T) {
 		require.Equal(t, "error", lines[2].Level, "a panic is an error")
 		_, _ = r.Write([]byte("\n"))
 		require.Equal(t, "info", r.snapshot()[3].Level)
+	})
+
+	t.Run("CutsHugeLines", func(t *testing.T) {
+		t.Parallel()
+		r := &logRing{}
+		_, _ = r.Write(append(bytes.Repeat([]byte("x"), 3*maxLogLine), '\n'))
+		l := r.snapshot()[0]
+		require.Len(t, l.Message, maxLogLine)
+		require.Equal(t, 3*maxLogLine, l.Fields["truncated"])
 	})
 
 	t.Run("KeepsTheMostRecent", func(t *testing.T) {
