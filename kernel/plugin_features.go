@@ -26,7 +26,8 @@ type PluginRuntime interface {
 	// extension is down (503), timed out (504) or failed (502), or carries the status the
 	// extension answered with.
 	PluginCall(ctx context.Context, key, method string, actor *Actor, companyID string, input any) (json.RawMessage, error)
-	// PluginLogs returns up to limit of the extension's most recent log lines, oldest first.
+	// PluginLogs returns the extension's most recent log lines on this node, oldest first:
+	// the last limit of them, or all that are kept when limit is 0.
 	PluginLogs(key string, limit int) []PluginLogLine
 	// PluginTriggerJob queues a run of a declared job now and returns the queue's job id.
 	PluginTriggerJob(ctx context.Context, key, jobKey string) (int64, error)
@@ -38,7 +39,7 @@ type PluginRuntime interface {
 // SetPluginRuntime sets the host side of the plugin feature routes.
 func (k *Kernel) SetPluginRuntime(r PluginRuntime) { k.pluginRuntime = r }
 
-// pluginRuntime returns the runtime or the 503 of a host that has none.
+// runtime returns the plugin runtime, or the 503 of a host that has none.
 func (k *Kernel) runtime() (PluginRuntime, error) {
 	if k.pluginRuntime == nil {
 		return nil, NewAPIError(http.StatusServiceUnavailable, "Plugin runtime is not available on this host")
