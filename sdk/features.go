@@ -28,8 +28,8 @@ const (
 	LocalFolderMethod = "keel.localfolder"
 )
 
-// hostCaller is the caller the host sends reserved methods as.
-const hostCaller = "host"
+// featureCaller is the caller the host sends reserved feature methods as.
+const featureCaller = "host"
 
 // IsReservedMethod reports whether a Call method is one the host reserves for itself.
 func IsReservedMethod(method string) bool { return strings.HasPrefix(method, "keel.") }

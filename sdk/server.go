@@ -110,7 +110,7 @@ func (s *server) Call(ctx context.Context, req *extensionv1.CallRequest) (*exten
 		}
 		return &extensionv1.CallResponse{OutputJson: b}, nil
 	}
-	if req.Caller == hostCaller && IsReservedMethod(req.Method) {
+	if req.Caller == featureCaller && IsReservedMethod(req.Method) {
 		ctx = WithLogger(ctx, s.log)
 		out, handled, err := callFeature(ctx, s.ext, req.Method, req.Actor, req.InputJson)
 		if handled {
