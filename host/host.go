@@ -149,9 +149,11 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 		return nil, err
 	}
 	h.Supervisor.SetEnqueuer(h.Queue)
-	h.Supervisor.SetPublisher(h.Queue)
+	h.Supervisor.SetPublisher(h.Supervisor.StreamTap(h.Queue))
+	h.Queue.SetRunRecorder(h.Kernel)
 	h.Kernel.SetEventPublisher(h.Queue)
 	h.Kernel.SetExtensionDirectory(h.Supervisor)
+	h.Kernel.SetPluginRuntime(h.Supervisor)
 	h.Kernel.SetRunDirectory(h.Supervisor)
 	if err := h.Kernel.Routes.Add(h.Supervisor.AdapterRoutes()...); err != nil {
 		return nil, fmt.Errorf("error mounting the adapter registry routes: %w", err)

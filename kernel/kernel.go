@@ -133,6 +133,10 @@ type Kernel struct {
 	manager    ExtensionManager
 	bundled    BundledCatalog
 	runs       runChecks
+	// pluginRuntime is the host side of the plugin feature routes (plugin_features.go).
+	pluginRuntime PluginRuntime
+	// pluginSweep is when old webhook deliveries and job runs were last deleted (unix nanoseconds).
+	pluginSweep atomic.Int64
 
 	// observer, metrics and readiness are the host's observability hooks (see observe.go).
 	observer  RequestObserver

@@ -9,6 +9,7 @@ func (k *Kernel) registerRoutes() error {
 		k.pluginRoutes(),
 		k.pluginLifecycleRoutes(),
 		k.pluginExampleRoutes(),
+		k.pluginFeatureRoutes(),
 		k.companyRoutes(),
 		k.activityRoutes(),
 		k.settingsRoutes(),

@@ -76,6 +76,13 @@ type Manifest struct {
 	Events []string `json:"events,omitempty"`
 	// UI lists UI contributions.
 	UI *UI `json:"ui,omitempty"`
+	// Tools are agent tools the extension executes (reserved call keel.tool.execute).
+	Tools []Tool `json:"tools,omitempty"`
+	// Webhooks are inbound webhook endpoints, served unauthenticated at
+	// POST /api/plugins/{pluginId}/webhooks/{endpointKey} (reserved call keel.webhook).
+	Webhooks []Webhook `json:"webhooks,omitempty"`
+	// LocalFolders are host folders a company points the extension at, one path per company.
+	LocalFolders []LocalFolder `json:"localFolders,omitempty"`
 	// Flag is the experimental instance setting that must be on for the extension to run.
 	Flag string `json:"flag,omitempty"`
 	// FlagOff is the answer of the extension's routes while its flag is off (default 404 "Not found").
@@ -223,19 +230,206 @@ type Job struct {
 	Description string `json:"description,omitempty"`
 }
 
-// UI lists UI contributions.
+// UI lists UI contributions. Their entries are files under the package's ui/ directory,
+// served at GET /api/plugins/{pluginId}/ui/{file}.
 type UI struct {
 	Slots []UISlot `json:"slots,omitempty"`
+	// Launchers are buttons or menu items that open the extension's UI or perform an action.
+	Launchers []UILauncher `json:"launchers,omitempty"`
 }
 
 // UISlot is one UI contribution.
 type UISlot struct {
 	// Slot is the place in the UI, such as company.sidebar.
 	Slot string `json:"slot"`
-	// Entry is the script that renders it.
+	// Entry is the script that renders it, relative to the package's ui/ directory.
 	Entry string `json:"entry"`
 	// Role is the minimum role that sees it.
 	Role string `json:"role,omitempty"`
+	// DisplayName is the slot's title.
+	DisplayName string `json:"displayName,omitempty"`
+	// ExportName is the entry's export that renders the slot.
+	ExportName string `json:"exportName,omitempty"`
+}
+
+// UILauncher is a button or menu item contributed to the UI.
+type UILauncher struct {
+	// ID names the launcher within the extension.
+	ID string `json:"id" jsonschema:"pattern=^[a-z0-9][a-z0-9._:-]*$"`
+	// DisplayName is the launcher's label.
+	DisplayName string `json:"displayName"`
+	// Placement is where it appears, such as globalToolbarButton or contextMenuItem.
+	Placement string `json:"placement"`
+	// Action is what it does: navigate, openModal, openDrawer, openPopover, performAction or deepLink.
+	Action string `json:"action" jsonschema:"enum=navigate,enum=openModal,enum=openDrawer,enum=openPopover,enum=performAction,enum=deepLink"`
+	// Target is the entry, route, action key or URL the action refers to.
+	Target string `json:"target,omitempty"`
+}
+
+// Tool is an agent tool: agents and board users call it through
+// POST /api/plugins/tools/execute with parameters checked against ParametersSchema.
+type Tool struct {
+	// Name is unique within the extension; callers name the tool "<extension key>:<name>".
+	Name string `json:"name" jsonschema:"pattern=^[a-z][a-z0-9_]*$"`
+	// DisplayName is a human-readable name.
+	DisplayName string `json:"displayName,omitempty"`
+	// Description tells an agent what the tool does and when to use it.
+	Description string `json:"description"`
+	// ParametersSchema is the JSON Schema of the tool's parameters (an object).
+	ParametersSchema json.RawMessage `json:"parametersSchema,omitempty"`
+}
+
+// Webhook is an inbound webhook endpoint.
+type Webhook struct {
+	// EndpointKey is the last path segment of the endpoint.
+	EndpointKey string `json:"endpointKey" jsonschema:"pattern=^[a-z0-9][a-z0-9._-]*$"`
+	// DisplayName is a human-readable name.
+	DisplayName string `json:"displayName,omitempty"`
+	// Description says who sends it and what it does.
+	Description string `json:"description,omitempty"`
+}
+
+// Local folder access modes.
+const (
+	FolderRead      = "read"
+	FolderReadWrite = "readWrite"
+)
+
+// LocalFolder is a folder on the host a company sets a path for
+// (PUT /api/plugins/{pluginId}/companies/{companyId}/local-folders/{folderKey}).
+type LocalFolder struct {
+	// FolderKey names the folder within the extension.
+	FolderKey string `json:"folderKey" jsonschema:"pattern=^[a-z0-9][a-z0-9._:-]*$"`
+	// DisplayName is a human-readable name.
+	DisplayName string `json:"displayName,omitempty"`
+	// Description says what the folder holds.
+	Description string `json:"description,omitempty"`
+	// Access is read or readWrite (default readWrite).
+	Access string `json:"access,omitempty" jsonschema:"enum=read,enum=readWrite"`
+	// RequiredDirectories must exist under the folder (relative paths) for it to be healthy.
+	RequiredDirectories []string `json:"requiredDirectories,omitempty"`
+	// RequiredFiles must exist under the folder (relative paths) for it to be healthy.
+	RequiredFiles []string `json:"requiredFiles,omitempty"`
+}
+
+// FolderAccess returns the folder's access mode, readWrite by default.
+func (f *LocalFolder) FolderAccess() string {
+	if f.Access == "" {
+		return FolderReadWrite
+	}
+	return f.Access
+}
+
+// Tool returns the declared tool with the name, or nil.
+func (m *Manifest) Tool(name string) *Tool {
+	for i := range m.Tools {
+		if m.Tools[i].Name == name {
+			return &m.Tools[i]
+		}
+	}
+	return nil
+}
+
+// Webhook returns the declared webhook endpoint with the key, or nil.
+func (m *Manifest) Webhook(key string) *Webhook {
+	for i := range m.Webhooks {
+		if m.Webhooks[i].EndpointKey == key {
+			return &m.Webhooks[i]
+		}
+	}
+	return nil
+}
+
+// LocalFolder returns the declared local folder with the key, or nil.
+func (m *Manifest) LocalFolder(key string) *LocalFolder {
+	for i := range m.LocalFolders {
+		if m.LocalFolders[i].FolderKey == key {
+			return &m.LocalFolders[i]
+		}
+	}
+	return nil
+}
+
+// Job returns the declared job with the key, or nil.
+func (m *Manifest) Job(key string) *Job {
+	for i := range m.Jobs {
+		if m.Jobs[i].Key == key {
+			return &m.Jobs[i]
+		}
+	}
+	return nil
+}
+
+// relativeClean reports whether p is a relative path that stays inside its base: not
+// absolute, no backslash, no empty, "." or ".." segment.
+func relativeClean(p string) bool {
+	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\\") || strings.ContainsRune(p, 0) {
+		return false
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+// validateFeatures checks tools, webhooks, local folders and UI contributions.
+func (m *Manifest) validateFeatures() error {
+	tools := map[string]bool{}
+	for _, t := range m.Tools {
+		if !toolPattern.MatchString(t.Name) || tools[t.Name] {
+			return fmt.Errorf("invalid manifest %s: tool %q is malformed or repeated", m.Key, t.Name)
+		}
+		tools[t.Name] = true
+		if strings.TrimSpace(t.Description) == "" {
+			return fmt.Errorf("invalid manifest %s: tool %q needs a description", m.Key, t.Name)
+		}
+		if len(t.ParametersSchema) > 0 {
+			if _, err := CompileSchema(m.Key+"/tools/"+t.Name, t.ParametersSchema); err != nil {
+				return fmt.Errorf("invalid manifest %s: parameters schema of tool %q: %w", m.Key, t.Name, err)
+			}
+		}
+	}
+	hooks := map[string]bool{}
+	for _, w := range m.Webhooks {
+		if !featureKeyPattern.MatchString(w.EndpointKey) || hooks[w.EndpointKey] {
+			return fmt.Errorf("invalid manifest %s: webhook endpoint %q is malformed or repeated", m.Key, w.EndpointKey)
+		}
+		hooks[w.EndpointKey] = true
+	}
+	folders := map[string]bool{}
+	for _, f := range m.LocalFolders {
+		if !featureKeyPattern.MatchString(f.FolderKey) || folders[f.FolderKey] {
+			return fmt.Errorf("invalid manifest %s: local folder %q is malformed or repeated", m.Key, f.FolderKey)
+		}
+		folders[f.FolderKey] = true
+		switch f.Access {
+		case "", FolderRead, FolderReadWrite:
+		default:
+			return fmt.Errorf("invalid manifest %s: local folder %q access must be read or readWrite", m.Key, f.FolderKey)
+		}
+		for _, p := range append(append([]string{}, f.RequiredDirectories...), f.RequiredFiles...) {
+			if !relativeClean(p) {
+				return fmt.Errorf("invalid manifest %s: local folder %q requires %q, which is not a relative path inside it", m.Key, f.FolderKey, p)
+			}
+		}
+	}
+	if m.UI != nil {
+		for _, s := range m.UI.Slots {
+			if !relativeClean(s.Entry) {
+				return fmt.Errorf("invalid manifest %s: UI slot %q entry %q must be a relative path inside ui/", m.Key, s.Slot, s.Entry)
+			}
+		}
+		launchers := map[string]bool{}
+		for _, l := range m.UI.Launchers {
+			if !featureKeyPattern.MatchString(l.ID) || launchers[l.ID] {
+				return fmt.Errorf("invalid manifest %s: UI launcher %q is malformed or repeated", m.Key, l.ID)
+			}
+			launchers[l.ID] = true
+		}
+	}
+	return nil
 }
 
 var (
@@ -243,6 +437,9 @@ var (
 	platformPattern = regexp.MustCompile(`^[a-z0-9]+-[a-z0-9]+$`)
 	eventPattern    = regexp.MustCompile(`^(\*|[a-z][a-z0-9_]*(\.[a-z*][a-z0-9_]*)*)$`)
 	methodPattern   = regexp.MustCompile(`^[a-z][A-Za-z0-9_.]*$`)
+	toolPattern     = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	// featureKeyPattern is the form of webhook endpoint keys, folder keys and launcher ids.
+	featureKeyPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._:-]*$`)
 )
 
 // ParseManifest strictly decodes a manifest (unknown fields are an error), checks it against
@@ -316,6 +513,9 @@ func (m *Manifest) Validate() error {
 	}
 	seen := map[string]bool{}
 	for _, p := range m.Provides {
+		if IsReservedMethod(p.Name) {
+			return fmt.Errorf("invalid manifest %s: provided method %q is reserved for the host", m.Key, p.Name)
+		}
 		if !methodPattern.MatchString(p.Name) || seen[p.Name] {
 			return fmt.Errorf("invalid manifest %s: provided method %q is malformed or repeated", m.Key, p.Name)
 		}
@@ -384,7 +584,7 @@ func (m *Manifest) Validate() error {
 			return fmt.Errorf("invalid manifest %s: config schema: %w", m.Key, err)
 		}
 	}
-	return nil
+	return m.validateFeatures()
 }
 
 // IsPackagePath reports whether p is a clean relative slash-separated path that stays

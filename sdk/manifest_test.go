@@ -37,6 +37,17 @@ func TestParseManifest(t *testing.T) {
 		{"JobsWithoutCapability", `"jobs":[{"key":"tick","every":"1m"}],`, "jobs capability"},
 		{"BadConfigSchema", `"configSchema":{"type":7},`, "config schema"},
 		{"WasmWithoutModule", `"runtime":{"kind":"wasm"},`, "module"},
+		{"ToolWithoutDescription", `"tools":[{"name":"echo"}],`, "description"},
+		{"ToolBadName", `"tools":[{"name":"Echo Tool","description":"d"}],`, "name"},
+		{"ToolRepeated", `"tools":[{"name":"echo","description":"d"},{"name":"echo","description":"e"}],`, "repeated"},
+		{"ToolBadParametersSchema", `"tools":[{"name":"echo","description":"d","parametersSchema":{"type":9}}],`, "parameters schema"},
+		{"WebhookRepeated", `"webhooks":[{"endpointKey":"in"},{"endpointKey":"in"}],`, "repeated"},
+		{"WebhookBadKey", `"webhooks":[{"endpointKey":"../in"}],`, "endpointKey"},
+		{"FolderBadAccess", `"localFolders":[{"folderKey":"root","access":"write"}],`, "access"},
+		{"FolderRequiresOutside", `"localFolders":[{"folderKey":"root","requiredFiles":["../etc/passwd"]}],`, "relative path"},
+		{"UIEntryOutside", `"ui":{"slots":[{"slot":"company.sidebar","entry":"../x.js"}]},`, "relative path"},
+		{"LauncherBadAction", `"ui":{"launchers":[{"id":"open","displayName":"Open","placement":"toolbar","action":"explode"}]},`, "action"},
+		{"ProvidesReservedMethod", `"provides":[{"name":"keel.tool.execute"}],`, "reserved"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -90,6 +101,23 @@ func matchValueEnd(s string, i int) int {
 }
 
 // TestManifestSchemaIsCurrent fails when manifest.schema.json is stale: run `make proto`.
+func TestParseManifestFeatures(t *testing.T) {
+	t.Parallel()
+	doc := `{"key":"example.features","version":"0.1.0","kind":"plugin","runtime":{"kind":"process","executable":"x"},
+	 "tools":[{"name":"echo","description":"Echo","parametersSchema":{"type":"object","required":["text"]}}],
+	 "webhooks":[{"endpointKey":"github.push"}],
+	 "localFolders":[{"folderKey":"wiki-root","access":"readWrite","requiredDirectories":["raw","wiki/sources"],"requiredFiles":["AGENTS.md"]}],
+	 "ui":{"slots":[{"slot":"company.sidebar","entry":"dist/index.js"}],
+	  "launchers":[{"id":"open","displayName":"Open","placement":"globalToolbarButton","action":"openDrawer","target":"dist/index.js"}]}}`
+	m, err := ParseManifest([]byte(doc))
+	require.NoError(t, err)
+	require.NotNil(t, m.Tool("echo"))
+	require.Nil(t, m.Tool("nope"))
+	require.NotNil(t, m.Webhook("github.push"))
+	require.Equal(t, FolderReadWrite, m.LocalFolder("wiki-root").FolderAccess())
+	require.Equal(t, FolderReadWrite, (&LocalFolder{}).FolderAccess(), "readWrite by default")
+}
+
 func TestManifestSchemaIsCurrent(t *testing.T) {
 	t.Parallel()
 	want, err := GenerateManifestSchema()

@@ -116,14 +116,13 @@ func (s *server) Call(ctx context.Context, req *extensionv1.CallRequest) (*exten
 	}
 	if req.Caller == hostCaller {
 		if out, handled, err := s.reservedConfigCall(ctx, req.Method, req.InputJson); handled {
-			if err != nil {
-				return &extensionv1.CallResponse{Error: toProtoError(err)}, nil
-			}
-			b, err := json.Marshal(out)
-			if err != nil {
-				return &extensionv1.CallResponse{Error: toProtoError(err)}, nil
-			}
-			return &extensionv1.CallResponse{OutputJson: b}, nil
+			return encodeCallResult(req.Method, out, err), nil
+		}
+	}
+	if req.Caller == featureCaller && IsReservedMethod(req.Method) {
+		ctx = WithLogger(ctx, s.log)
+		if out, handled, err := callFeature(ctx, s.ext, req.Method, req.Actor, req.InputJson); handled {
+			return encodeCallResult(req.Method, out, err), nil
 		}
 	}
 	mp, ok := s.ext.(MethodProvider)
@@ -146,6 +145,7 @@ func (s *server) RunJob(ctx context.Context, req *extensionv1.RunJobRequest) (*e
 	if !ok {
 		return nil, status.Error(codes.Unimplemented, "extension runs no jobs")
 	}
+	ctx = WithLogger(ctx, s.log.With("job", req.JobKey))
 	err := jr.RunJob(ctx, &JobRun{Key: req.JobKey, Args: req.ArgsJson, Attempt: int(req.Attempt), ID: req.JobId})
 	return &extensionv1.RunJobResponse{Error: toProtoError(err)}, nil
 }
@@ -178,3 +178,15 @@ func (s *server) Shutdown(ctx context.Context, _ *extensionv1.ShutdownRequest) (
 }
 
 var _ extensionv1.ExtensionServer = (*server)(nil)
+
+// encodeCallResult turns a reserved call's result or error into its response.
+func encodeCallResult(method string, out any, err error) *extensionv1.CallResponse {
+	if err != nil {
+		return &extensionv1.CallResponse{Error: toProtoError(err)}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return &extensionv1.CallResponse{Error: toProtoError(fmt.Errorf("error encoding result of %s: %w", method, err))}
+	}
+	return &extensionv1.CallResponse{OutputJson: b}
+}

@@ -53,6 +53,14 @@ func TestThroughHost(t *testing.T) {
 	res.JSON(t, &entries)
 	require.Len(t, entries, 2)
 
+	t.Run("Tool", func(t *testing.T) {
+		res := h.Do("POST", "/api/plugins/tools/execute", map[string]any{"tool": "example.wasm_counter:count", "runContext": map[string]any{"companyId": company}})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.Contains(t, string(res.Body), "the counter is at 2", "a wasm module answers the reserved tool call")
+		res = h.Do("POST", "/api/plugins/tools/execute", map[string]any{"tool": "example.wasm_counter:count", "parameters": map[string]any{"x": 1}, "runContext": map[string]any{"companyId": company}})
+		require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
+	})
+
 	t.Run("MemoryLimit", func(t *testing.T) {
 		res := h.Do("POST", base+"/hog", nil)
 		require.Equal(t, http.StatusBadGateway, res.Status, "%s", res.Body)

@@ -92,6 +92,18 @@ func (c *Counter) increment(w http.ResponseWriter, r *http.Request) {
 }
 
 // load reads the company's counter (0 when unset).
+// ExecuteTool runs the declared count tool: agents read the counter of their company.
+func (c *Counter) ExecuteTool(ctx context.Context, call *wasmguest.ToolCall) (*wasmguest.ToolResult, error) {
+	if call.Tool != "count" {
+		return nil, &wasmguest.Error{Status: http.StatusNotFound, Message: "unknown tool " + call.Tool}
+	}
+	n, err := load(ctx, call.RunContext.CompanyID)
+	if err != nil {
+		return nil, err
+	}
+	return &wasmguest.ToolResult{Content: fmt.Sprintf("the counter is at %d", n), Data: countResponse{Count: n}}, nil
+}
+
 func load(ctx context.Context, company string) (int64, error) {
 	b, found, err := wasmguest.StorageGet(ctx, company, storageKey)
 	if err != nil || !found {
@@ -127,3 +139,5 @@ func spin(w http.ResponseWriter, _ *http.Request) {
 		spins++
 	}
 }
+
+var _ wasmguest.ToolExecutor = (*Counter)(nil)

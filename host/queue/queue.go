@@ -46,10 +46,19 @@ type JobArgs struct {
 	Key       string          `json:"key" river:"unique"`
 	UniqueKey string          `json:"uniqueKey,omitempty" river:"unique"`
 	Args      json.RawMessage `json:"args,omitempty"`
+	// Trigger says why the job runs (kernel.JobTriggerSchedule for declared schedules; empty
+	// for jobs an extension enqueues), recorded in the run history.
+	Trigger string `json:"trigger,omitempty"`
 }
 
 // Kind names the River job kind.
 func (JobArgs) Kind() string { return "keel_extension_job" }
+
+// RunRecorder records extension job runs (the kernel's plugin job run history).
+type RunRecorder interface {
+	JobRunStart(ctx context.Context, p *kernel.JobRunStartParams) error
+	JobRunFinish(ctx context.Context, queueJobID int64, runErr error, d time.Duration) error
+}
 
 // EventArgs is one delivery of an event to one subscriber.
 type EventArgs struct {
@@ -72,7 +81,11 @@ type Queue struct {
 	log    hclog.Logger
 	pool   *pgxpool.Pool
 	m      *metrics.Metrics
+	runs   RunRecorder
 }
+
+// SetRunRecorder sets where extension job runs are recorded (nil records nothing).
+func (q *Queue) SetRunRecorder(r RunRecorder) { q.runs = r }
 
 // Config configures the queue.
 type Config struct {
@@ -201,7 +214,7 @@ func (q *Queue) Schedule(m *sdk.Manifest) error {
 		default:
 			continue
 		}
-		args := JobArgs{Extension: m.Key, Key: j.Key}
+		args := JobArgs{Extension: m.Key, Key: j.Key, Trigger: kernel.JobTriggerSchedule}
 		q.client.PeriodicJobs().Add(river.NewPeriodicJob(sched, func() (river.JobArgs, *river.InsertOpts) {
 			return args, nil
 		}, &river.PeriodicJobOpts{ID: "ext:" + m.Key + ":" + j.Key}))
@@ -358,8 +371,10 @@ func (q *Queue) observe(kind, extension, hop string, job *rivertype.JobRow, star
 
 func (q *Queue) workJob(ctx context.Context, job *river.Job[JobArgs]) (err error) {
 	start := time.Now()
+	q.recordStart(ctx, job)
 	defer func() {
 		q.observe(job.Args.Extension+"/"+job.Args.Key, job.Args.Extension, "job", job.JobRow, start, err)
+		q.recordFinish(ctx, job, err, time.Since(start))
 	}()
 	c, release, err := q.exts.Acquire(ctx, job.Args.Extension)
 	if err != nil {
@@ -394,6 +409,27 @@ func (q *Queue) workEvent(ctx context.Context, job *river.Job[EventArgs]) (err e
 		return fmt.Errorf("delivering %s to %s failed: %s", a.Type, a.Extension, res.Error.Message)
 	}
 	return nil
+}
+
+// recordStart records an attempt's start in the run history; a failure to record is logged,
+// never a reason to skip the job.
+func (q *Queue) recordStart(ctx context.Context, job *river.Job[JobArgs]) {
+	if q.runs == nil {
+		return
+	}
+	if err := q.runs.JobRunStart(context.WithoutCancel(ctx), &kernel.JobRunStartParams{PluginKey: job.Args.Extension, JobKey: job.Args.Key,
+		Trigger: job.Args.Trigger, QueueJobID: job.ID, Attempt: job.Attempt}); err != nil {
+		q.log.Warn("job run not recorded", "extension", job.Args.Extension, "job", job.Args.Key, "error", err)
+	}
+}
+
+func (q *Queue) recordFinish(ctx context.Context, job *river.Job[JobArgs], runErr error, d time.Duration) {
+	if q.runs == nil {
+		return
+	}
+	if err := q.runs.JobRunFinish(context.WithoutCancel(ctx), job.ID, runErr, d); err != nil {
+		q.log.Warn("job run end not recorded", "extension", job.Args.Extension, "job", job.Args.Key, "error", err)
+	}
 }
 
 var _ rivertype.JobArgs = JobArgs{}

@@ -314,6 +314,7 @@ func (m *managed) launchProcess(ctx context.Context, configure *extensionv1.Conf
 		SecureConfig:     secure,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           m.s.log.Named(m.key),
+		Stderr:           m.s.stderrFor(m.key),
 		StartTimeout:     m.s.cfg.StartTimeout,
 		GRPCDialOptions:  sdk.GRPCDialOptions(),
 	})

@@ -89,6 +89,8 @@ type Supervisor struct {
 
 	mu   sync.RWMutex
 	exts map[string]*managed
+	// feat keeps log lines and stream subscribers for the plugin feature routes (features.go).
+	feat features
 
 	// adapters is the adapter registry's state (adapters.go).
 	adapters adapterState

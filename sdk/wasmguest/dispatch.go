@@ -81,10 +81,6 @@ func dispatch(op uint32, in []byte) (env []byte) {
 		}
 		return serveHTTP(ctx, h, req)
 	case opCall:
-		mp, ok := ext.(MethodProvider)
-		if !ok {
-			return errorEnvelope(CodeUnimplemented, "extension provides no methods")
-		}
 		c, err := decodeMethodCall(in)
 		if err != nil {
 			return errorEnvelope(CodeInvalidArgument, "malformed CallRequest: "+err.Error())
@@ -94,7 +90,14 @@ func dispatch(op uint32, in []byte) (env []byte) {
 		}
 		ctx = context.WithValue(ctx, companyKey, c.CompanyID)
 		e := okEncoder()
-		out, err := mp.CallMethod(ctx, c)
+		out, handled, err := callFeature(ctx, ext, c)
+		if !handled {
+			mp, ok := ext.(MethodProvider)
+			if !ok {
+				return errorEnvelope(CodeUnimplemented, "extension provides no methods")
+			}
+			out, err = mp.CallMethod(ctx, c)
+		}
 		if err == nil {
 			var b []byte
 			if b, err = json.Marshal(out); err == nil {
