@@ -1,0 +1,194 @@
+package cases
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/keelhq/keel/sdk"
+)
+
+// ListedCase is one row of the case list; with includeAncestors it says whether the row
+// matched the filters or is only an ancestor of one that did.
+type ListedCase struct {
+	*Case
+	MatchesListFilters *bool `json:"matchesListFilters,omitempty"`
+}
+
+// multiParam collects a query parameter's values under several names, repeated or
+// comma-separated, trimmed and without empties.
+func multiParam(r *http.Request, names ...string) []string {
+	var out []string
+	q := r.URL.Query()
+	for _, n := range names {
+		for _, v := range q[n] {
+			for _, p := range strings.Split(v, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					out = append(out, p)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// likeEscape escapes s for LIKE/ILIKE.
+func likeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+func (x *Cases) handleList(rw http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	companyID := sdk.CompanyIDFrom(ctx)
+	var d []detail
+	bad := func(path, msg string) { d = append(d, detail{Path: path, Message: msg}) }
+	where := []string{"c.company_id = $1"}
+	args := []any{companyID}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if types := multiParam(r, "type", "types"); len(types) > 0 {
+		where = append(where, "c.case_type = ANY("+arg(types)+")")
+	}
+	if sts := multiParam(r, "status", "statuses"); len(sts) > 0 {
+		var set []string
+		active := false
+		for _, s := range sts {
+			switch {
+			case s == "active":
+				active = true
+			case statuses[s]:
+				set = append(set, s)
+			default:
+				bad("status", "must be draft, in_progress, in_review, approved, done, cancelled or active")
+			}
+		}
+		var or []string
+		if len(set) > 0 {
+			or = append(or, "c.status = ANY("+arg(set)+")")
+		}
+		if active {
+			or = append(or, "c.status NOT IN ('done', 'cancelled')")
+		}
+		if len(or) > 0 {
+			where = append(where, "("+strings.Join(or, " OR ")+")")
+		}
+	}
+	includeNoProject, err := boolParam(r, "includeNoProject")
+	if err != nil {
+		x.writeErr(rw, err)
+		return
+	}
+	if projects := multiParam(r, "project", "projectId", "projectIds"); len(projects) > 0 {
+		for i, p := range projects {
+			projects[i] = strings.ToLower(p)
+			if !isUUID(projects[i]) {
+				bad("projectId", "must be a UUID")
+			}
+		}
+		cond := "c.project_id = ANY(" + arg(projects) + "::uuid[])"
+		if includeNoProject {
+			cond = "(" + cond + " OR c.project_id IS NULL)"
+		}
+		where = append(where, cond)
+	} else if includeNoProject {
+		where = append(where, "c.project_id IS NULL")
+	}
+	if labels := multiParam(r, "label", "labelId"); len(labels) > 0 {
+		for i, l := range labels {
+			labels[i] = strings.ToLower(l)
+			if !isUUID(labels[i]) {
+				bad("labelId", "must be a UUID")
+			}
+		}
+		where = append(where, "EXISTS (SELECT 1 FROM case_labels cl WHERE cl.case_id = c.id AND cl.label_id = ANY("+arg(labels)+"::uuid[]))")
+	}
+	if parent := strings.ToLower(strings.TrimSpace(r.URL.Query().Get("parent"))); parent != "" {
+		if !isUUID(parent) {
+			bad("parent", "must be a UUID")
+		} else {
+			where = append(where, "c.parent_case_id = "+arg(parent))
+		}
+	}
+	if q := strings.TrimSpace(r.URL.Query().Get("q")); q != "" {
+		p := arg("%" + likeEscape(q) + "%")
+		where = append(where, "(c.identifier ILIKE "+p+" OR c.title ILIKE "+p+" OR c.summary ILIKE "+p+" OR c.key ILIKE "+p+")")
+	}
+	includeAncestors, err := boolParam(r, "includeAncestors")
+	if err != nil {
+		x.writeErr(rw, err)
+		return
+	}
+	limit, _, err := sdk.Page(r, caseListDefault, caseListMax)
+	if err != nil {
+		x.writeErr(rw, err)
+		return
+	}
+	if err := validation(d); err != nil {
+		x.writeErr(rw, err)
+		return
+	}
+	rows, err := x.pool.Query(ctx, `SELECT `+prefixCols("c.")+` FROM cases c WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY c.last_activity_at DESC, c.id DESC LIMIT `+arg(limit), args...)
+	if err != nil {
+		x.writeErr(rw, fmt.Errorf("error listing cases: %w", err))
+		return
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Case, error) { return scanCase(row) })
+	if err != nil {
+		x.writeErr(rw, fmt.Errorf("error listing cases: %w", err))
+		return
+	}
+	out := make([]ListedCase, 0, len(list))
+	if !includeAncestors {
+		for _, c := range list {
+			out = append(out, ListedCase{Case: c})
+		}
+		sdk.WriteJSON(rw, http.StatusOK, out)
+		return
+	}
+	matched := make([]string, 0, len(list))
+	for _, c := range list {
+		matched = append(matched, c.ID)
+		out = append(out, ListedCase{Case: c, MatchesListFilters: ptr(true)})
+	}
+	rows, err = x.pool.Query(ctx, `WITH RECURSIVE up(id, depth) AS (
+			SELECT parent_case_id, 1 FROM cases WHERE id = ANY($1::uuid[]) AND parent_case_id IS NOT NULL
+			UNION SELECT c.parent_case_id, up.depth + 1 FROM cases c JOIN up ON c.id = up.id
+			WHERE c.parent_case_id IS NOT NULL AND up.depth < 100)
+		SELECT `+caseCols+` FROM cases WHERE id IN (SELECT id FROM up) AND NOT (id = ANY($1::uuid[])) AND company_id = $2`,
+		matched, companyID)
+	if err != nil {
+		x.writeErr(rw, fmt.Errorf("error listing case ancestors: %w", err))
+		return
+	}
+	ancestors, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Case, error) { return scanCase(row) })
+	if err != nil {
+		x.writeErr(rw, fmt.Errorf("error listing case ancestors: %w", err))
+		return
+	}
+	for _, c := range ancestors {
+		out = append(out, ListedCase{Case: c, MatchesListFilters: ptr(false)})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].LastActivityAt.Equal(out[j].LastActivityAt) {
+			return out[i].LastActivityAt.After(out[j].LastActivityAt)
+		}
+		return out[i].ID > out[j].ID
+	})
+	sdk.WriteJSON(rw, http.StatusOK, out)
+}
+
+// prefixCols qualifies caseCols with a table alias.
+func prefixCols(alias string) string {
+	parts := strings.Split(caseCols, ",")
+	for i, p := range parts {
+		parts[i] = alias + strings.TrimSpace(p)
+	}
+	return strings.Join(parts, ", ")
+}
