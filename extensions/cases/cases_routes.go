@@ -280,8 +280,8 @@ func (x *Cases) handleCreate(rw http.ResponseWriter, r *http.Request) {
 	created := false
 	err = x.inTx(ctx, func(tx pgx.Tx) error {
 		// Upserts of one (caseType, key) take turns; others run side by side.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
-			companyID+"\x00"+caseType+"\x00"+deref(body.Key)+fmt.Sprint(body.Key == nil)); err != nil {
+		keyJSON, _ := json.Marshal([]any{companyID, caseType, body.Key})
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, string(keyJSON)); err != nil {
 			return fmt.Errorf("error locking case key: %w", err)
 		}
 		existing, err := scanCase(tx.QueryRow(ctx, `SELECT `+caseCols+` FROM cases WHERE company_id = $1 AND case_type = $2
