@@ -1,11 +1,15 @@
 package cases_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -21,7 +25,7 @@ const attachmentMax = 4096
 // the extension processes, so it does not run in parallel with other tests.
 func TestCases(t *testing.T) {
 	t.Setenv("SERVICE_ATTACHMENT_MAX_BYTES", fmt.Sprint(attachmentMax))
-	h := startHost(t)
+	h, home := startHost(t)
 	f0 := newCompany(t, h, "Flagged")
 
 	// Off by default: every route answers 403 Cases are disabled.
@@ -45,6 +49,7 @@ func TestCases(t *testing.T) {
 		t.Run("Attachments", func(t *testing.T) { t.Parallel(); testAttachments(t, h) })
 		t.Run("AgentRunAutoLinks", func(t *testing.T) { t.Parallel(); testAutoLinks(t, h) })
 		t.Run("ForeignCompany", func(t *testing.T) { t.Parallel(); testForeign(t, h) })
+		t.Run("CompanyDeletePurges", func(t *testing.T) { t.Parallel(); testPurge(t, h, home) })
 	})
 
 	// Off again: the extension stops and every route answers 403.
@@ -303,4 +308,42 @@ func testLinks(t *testing.T, h *sdktest.Host) {
 	wantErr(t, h.Do("DELETE", "/api/cases/"+id+"/links/"+l["id"].(string), nil), http.StatusNotFound, "Case issue link not found")
 	require.Empty(t, list(t, h.Do("GET", "/api/issues/"+iss["id"].(string)+"/cases", nil)))
 	require.Equal(t, "issue_unlinked", kinds(t, h, id)[0])
+}
+
+// testPurge deletes a company with a case, a document with a thread, an attachment and a
+// link: every ext_cases row of the company and its files go; another company keeps its own.
+func testPurge(t *testing.T, h *sdktest.Host, home string) {
+	seed := func(name string) string {
+		f := newCompany(t, h, name)
+		c := f.create(t, http.StatusCreated, map[string]any{"caseType": "doomed", "title": "t"})
+		id := c["id"].(string)
+		ok(t, h.Do("PUT", "/api/cases/"+id+"/documents/d", map[string]any{"body": "some text"}), http.StatusCreated)
+		ok(t, h.Do("POST", "/api/cases/"+id+"/documents/d/annotations", map[string]any{"quote": "text", "body": "?"}), http.StatusCreated)
+		iss := f.issue(t, map[string]any{"title": "linked"})
+		ok(t, h.Do("POST", "/api/cases/"+id+"/links", map[string]any{"issueId": iss["id"], "role": "work"}), http.StatusCreated)
+		body, ct := multipartBody(t, part{field: "file", fileName: "f.txt", data: []byte(name)})
+		ok(t, h.Do("POST", "/api/cases/"+id+"/attachments", body, "Content-Type", ct), http.StatusCreated)
+		return f.co
+	}
+	rows := func(co string) int {
+		n := 0
+		for _, table := range []string{"case_counters", "cases", "case_labels", "case_issue_links", "case_events", "case_documents",
+			"case_document_revisions", "case_annotation_threads", "case_annotation_comments", "case_assets", "case_attachments"} {
+			var c int
+			require.NoError(t, h.Kernel.Pool.QueryRow(context.Background(),
+				`SELECT count(*) FROM ext_cases.`+table+` WHERE company_id = $1`, co).Scan(&c))
+			n += c
+		}
+		return n
+	}
+	doomed, kept := seed("Doomed Cases Co"), seed("Kept Cases Co")
+	files := filepath.Join(home, "extensions", "cases", "attachments", doomed)
+	_, err := os.Stat(files)
+	require.NoError(t, err)
+	keptRows := rows(kept)
+	require.Equal(t, keptRows, rows(doomed))
+	ok(t, h.Do("DELETE", "/api/companies/"+doomed, nil), http.StatusOK)
+	sdktest.WaitFor(t, 60*time.Second, func() bool { return rows(doomed) == 0 }, "the cases owner to purge the company")
+	sdktest.WaitFor(t, 30*time.Second, func() bool { _, err := os.Stat(files); return os.IsNotExist(err) }, "the company's files to go")
+	require.Equal(t, keptRows, rows(kept))
 }

@@ -23,14 +23,18 @@ import (
 func TestMain(m *testing.M) { sdktest.Main(m) }
 
 // startHost starts a host with the cases, work and agents extensions, with enableCases
-// still off, and waits until work and agents are ready.
-func startHost(t testing.TB) *sdktest.Host {
+// still off, and waits until work and agents are ready. It returns the host's home.
+func startHost(t testing.TB) (*sdktest.Host, string) {
 	t.Helper()
-	h := sdktest.Start(t, sdktest.Options{Builtins: true, Configure: func(c *host.Config) { c.EnableCompanyDeletion = true }})
+	var home string
+	h := sdktest.Start(t, sdktest.Options{Builtins: true, Configure: func(c *host.Config) {
+		c.EnableCompanyDeletion = true
+		home = c.Home
+	}})
 	for _, key := range []string{"work", "agents"} {
 		waitStatus(t, h, key, "ready")
 	}
-	return h
+	return h, home
 }
 
 // waitStatus waits until an extension reports a status.
