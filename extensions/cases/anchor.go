@@ -28,16 +28,20 @@ func locate(body string, a Anchor) (Anchor, bool) {
 	}
 	runes := []rune(body)
 	quoteLen := utf8.RuneCountInString(a.Quote)
+	prefix, suffix := []rune(a.Prefix), []rune(a.Suffix)
 	best, bestScore, bestDist := -1, -1, 0
+	// start counts runes up to byteAt incrementally: one pass over body for all occurrences.
+	counted, start := 0, 0
 	for from := 0; from <= len(body); {
 		i := strings.Index(body[from:], a.Quote)
 		if i < 0 {
 			break
 		}
 		byteAt := from + i
-		start := utf8.RuneCountInString(body[:byteAt])
-		score := commonSuffix(string(runes[max(0, start-len([]rune(a.Prefix))):start]), a.Prefix) +
-			commonPrefix(string(runes[start+quoteLen:min(len(runes), start+quoteLen+len([]rune(a.Suffix)))]), a.Suffix)
+		start += utf8.RuneCountInString(body[counted:byteAt])
+		counted = byteAt
+		score := commonSuffix(runes[max(0, start-len(prefix)):start], prefix) +
+			commonPrefix(runes[start+quoteLen:min(len(runes), start+quoteLen+len(suffix))], suffix)
 		dist := start - a.Start
 		if dist < 0 {
 			dist = -dist
@@ -60,9 +64,8 @@ func anchorAt(runes []rune, start, end int) Anchor {
 		Suffix: string(runes[end:min(len(runes), end+anchorContext)]), Start: start, End: end}
 }
 
-// commonSuffix counts the runes a and b share at their ends.
-func commonSuffix(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
+// commonSuffix counts the runes ra and rb share at their ends.
+func commonSuffix(ra, rb []rune) int {
 	n := 0
 	for n < len(ra) && n < len(rb) && ra[len(ra)-1-n] == rb[len(rb)-1-n] {
 		n++
@@ -70,9 +73,8 @@ func commonSuffix(a, b string) int {
 	return n
 }
 
-// commonPrefix counts the runes a and b share at their starts.
-func commonPrefix(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
+// commonPrefix counts the runes ra and rb share at their starts.
+func commonPrefix(ra, rb []rune) int {
 	n := 0
 	for n < len(ra) && n < len(rb) && ra[n] == rb[n] {
 		n++

@@ -41,9 +41,16 @@ func likeEscape(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
 
-func (x *Cases) handleList(rw http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	companyID := sdk.CompanyIDFrom(ctx)
+// listQuery is the select of one case list request.
+type listQuery struct {
+	SQL              string
+	Args             []any
+	IncludeAncestors bool
+}
+
+// buildListQuery validates a list request's query parameters (a 400 naming every bad one)
+// and builds its select.
+func buildListQuery(r *http.Request, companyID string) (*listQuery, error) {
 	var d []detail
 	bad := func(path, msg string) { d = append(d, detail{Path: path, Message: msg}) }
 	where := []string{"c.company_id = $1"}
@@ -81,8 +88,7 @@ func (x *Cases) handleList(rw http.ResponseWriter, r *http.Request) {
 	}
 	includeNoProject, err := boolParam(r, "includeNoProject")
 	if err != nil {
-		x.writeErr(rw, err)
-		return
+		return nil, err
 	}
 	if projects := multiParam(r, "project", "projectId", "projectIds"); len(projects) > 0 {
 		for i, p := range projects {
@@ -116,25 +122,32 @@ func (x *Cases) handleList(rw http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if q := strings.TrimSpace(r.URL.Query().Get("q")); q != "" {
-		p := arg("%" + likeEscape(q) + "%")
-		where = append(where, "(c.identifier ILIKE "+p+" OR c.title ILIKE "+p+" OR c.summary ILIKE "+p+" OR c.key ILIKE "+p+")")
+		where = append(where, "c.search_text LIKE lower("+arg("%"+likeEscape(q)+"%")+")")
 	}
 	includeAncestors, err := boolParam(r, "includeAncestors")
 	if err != nil {
-		x.writeErr(rw, err)
-		return
+		return nil, err
 	}
 	limit, _, err := sdk.Page(r, caseListDefault, caseListMax)
+	if err != nil {
+		return nil, err
+	}
+	if err := validation(d); err != nil {
+		return nil, err
+	}
+	return &listQuery{SQL: `SELECT ` + prefixCols("c.") + ` FROM cases c WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY c.last_activity_at DESC, c.id DESC LIMIT ` + arg(limit), Args: args, IncludeAncestors: includeAncestors}, nil
+}
+
+func (x *Cases) handleList(rw http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	companyID := sdk.CompanyIDFrom(ctx)
+	lq, err := buildListQuery(r, companyID)
 	if err != nil {
 		x.writeErr(rw, err)
 		return
 	}
-	if err := validation(d); err != nil {
-		x.writeErr(rw, err)
-		return
-	}
-	rows, err := x.pool.Query(ctx, `SELECT `+prefixCols("c.")+` FROM cases c WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY c.last_activity_at DESC, c.id DESC LIMIT `+arg(limit), args...)
+	rows, err := x.pool.Query(ctx, lq.SQL, lq.Args...)
 	if err != nil {
 		x.writeErr(rw, fmt.Errorf("error listing cases: %w", err))
 		return
@@ -145,7 +158,7 @@ func (x *Cases) handleList(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := make([]ListedCase, 0, len(list))
-	if !includeAncestors {
+	if !lq.IncludeAncestors {
 		for _, c := range list {
 			out = append(out, ListedCase{Case: c})
 		}

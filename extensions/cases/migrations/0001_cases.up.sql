@@ -30,6 +30,9 @@ CREATE TABLE cases (
     updated_at          timestamptz NOT NULL DEFAULT clock_timestamp(),
     -- last_activity_at orders the list: any event of the case moves it.
     last_activity_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    -- search_text is what the list's q matches (a substring, case-insensitively).
+    search_text         text GENERATED ALWAYS AS (lower(identifier || E'\n' || title || E'\n' || coalesce(summary, '') ||
+                            E'\n' || coalesce(key, ''))) STORED,
     CONSTRAINT cases_status_check CHECK (status IN ('draft', 'in_progress', 'in_review', 'approved', 'done', 'cancelled')),
     CONSTRAINT cases_not_own_parent CHECK (parent_case_id IS NULL OR parent_case_id <> id),
     UNIQUE (company_id, case_number)
