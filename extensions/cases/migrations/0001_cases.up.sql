@@ -9,6 +9,13 @@ CREATE TABLE case_counters (
     last_number bigint NOT NULL
 );
 
+-- case_trigrams is the distinct three-character substrings of a text: a GIN index over
+-- them narrows the list's substring search (q) to the cases holding every trigram of the
+-- term, without the pg_trgm extension (which the extension's role may not create).
+CREATE FUNCTION case_trigrams(t text) RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(array_agg(DISTINCT substr(t, i, 3)), '{}') FROM generate_series(1, length(t) - 2) AS i
+$$;
+
 CREATE TABLE cases (
     id                  uuid PRIMARY KEY,
     company_id          uuid NOT NULL,
@@ -33,6 +40,8 @@ CREATE TABLE cases (
     -- search_text is what the list's q matches (a substring, case-insensitively).
     search_text         text GENERATED ALWAYS AS (lower(identifier || E'\n' || title || E'\n' || coalesce(summary, '') ||
                             E'\n' || coalesce(key, ''))) STORED,
+    search_trigrams     text[] GENERATED ALWAYS AS (ext_cases.case_trigrams(lower(identifier || E'\n' || title || E'\n' ||
+                            coalesce(summary, '') || E'\n' || coalesce(key, '')))) STORED,
     CONSTRAINT cases_status_check CHECK (status IN ('draft', 'in_progress', 'in_review', 'approved', 'done', 'cancelled')),
     CONSTRAINT cases_not_own_parent CHECK (parent_case_id IS NULL OR parent_case_id <> id),
     UNIQUE (company_id, case_number)
@@ -44,6 +53,7 @@ CREATE INDEX cases_company_activity_idx ON cases (company_id, last_activity_at D
 CREATE INDEX cases_company_type_activity_idx ON cases (company_id, case_type, last_activity_at DESC);
 CREATE INDEX cases_company_status_activity_idx ON cases (company_id, status, last_activity_at DESC);
 CREATE INDEX cases_project_idx ON cases (project_id, last_activity_at DESC) WHERE project_id IS NOT NULL;
+CREATE INDEX cases_search_trigrams_idx ON cases USING gin (search_trigrams);
 CREATE INDEX cases_parent_idx ON cases (parent_case_id) WHERE parent_case_id IS NOT NULL;
 
 CREATE TABLE case_labels (
