@@ -250,6 +250,8 @@ func testList(t *testing.T, h *sdktest.Host) {
 	require.Equal(t, []string{"Memo", "Leaf Needle"}, ids("?q=NEEDLE"))
 	require.Equal(t, []string{"Leaf Needle"}, ids("?q="+strings.ToLower(leaf["identifier"].(string))))
 	require.Equal(t, []string{"Middle"}, ids("?q=mid"), "q matches the key")
+	require.Equal(t, []string{"Memo"}, ids("?q=Me"), "a term under three characters")
+	require.Empty(t, ids("?q=100%25"), "LIKE wildcards are literal")
 	require.Equal(t, []string{"Memo"}, ids("?limit=1"))
 
 	rows := list(t, h.Do("GET", "/api/companies/"+f.co+"/cases?type=contract&includeAncestors=true", nil))
