@@ -136,7 +136,7 @@ func buildListQuery(r *http.Request, companyID string, trigrams bool) (*listQuer
 			term = q
 			if trigrams {
 				// Every trigram of the term must be among the case's: the GIN index finds rare terms.
-				where = append(where, "c.search_trigrams @> case_trigrams(lower("+arg(q)+"))")
+				where = append(where, "c.search_trigrams @> (case_trigrams(lower("+arg(q)+")) || ('co:' || $1::text))")
 			}
 		}
 	}
@@ -168,7 +168,7 @@ func (x *Cases) handleList(rw http.ResponseWriter, r *http.Request) {
 		// through the trigram index; a common term is found faster in activity order.
 		var n int
 		if err := x.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM cases WHERE company_id = $1
-			AND search_trigrams @> case_trigrams(lower($2)) LIMIT $3) x`, companyID, lq.Term, trigramProbeMax+1).Scan(&n); err != nil {
+			AND search_trigrams @> (case_trigrams(lower($2)) || ('co:' || $1::text)) LIMIT $3) x`, companyID, lq.Term, trigramProbeMax+1).Scan(&n); err != nil {
 			x.writeErr(rw, fmt.Errorf("error probing case search: %w", err))
 			return
 		}

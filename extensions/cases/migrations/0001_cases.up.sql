@@ -40,8 +40,10 @@ CREATE TABLE cases (
     -- search_text is what the list's q matches (a substring, case-insensitively).
     search_text         text GENERATED ALWAYS AS (lower(identifier || E'\n' || title || E'\n' || coalesce(summary, '') ||
                             E'\n' || coalesce(key, ''))) STORED,
+    -- search_trigrams holds the trigrams of search_text plus a 'co:<company>' element, so
+    -- that the GIN index intersects a term's trigrams with the company's cases alone.
     search_trigrams     text[] GENERATED ALWAYS AS (ext_cases.case_trigrams(lower(identifier || E'\n' || title || E'\n' ||
-                            coalesce(summary, '') || E'\n' || coalesce(key, '')))) STORED,
+                            coalesce(summary, '') || E'\n' || coalesce(key, ''))) || ('co:' || company_id::text)) STORED,
     CONSTRAINT cases_status_check CHECK (status IN ('draft', 'in_progress', 'in_review', 'approved', 'done', 'cancelled')),
     CONSTRAINT cases_not_own_parent CHECK (parent_case_id IS NULL OR parent_case_id <> id),
     UNIQUE (company_id, case_number)
