@@ -6,6 +6,7 @@ import (
 	_ "github.com/keelhq/keel/adapters/http"        // adapter.http
 	_ "github.com/keelhq/keel/adapters/process"     // adapter.process
 	_ "github.com/keelhq/keel/extensions/agents"    // agents, heartbeat runs
+	_ "github.com/keelhq/keel/extensions/cases"     // cases, case documents, annotations, links, timeline
 	_ "github.com/keelhq/keel/extensions/costs"     // cost events, budgets, finance events
 	_ "github.com/keelhq/keel/extensions/dashboard" // the company dashboard
 	_ "github.com/keelhq/keel/extensions/decisions" // decisions, bundles, stats

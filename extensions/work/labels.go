@@ -44,6 +44,22 @@ func init() {
 		route{Method: "DELETE", Path: "/api/labels/{labelId}",
 			Summary: "Delete an issue label; issues lose it", Handle: (*Work).labelDelete},
 	)
+	addMethods(map[string]method{
+		"labels.list": {
+			Description: "List the labels of the call's company (the cases extension labels cases with them). Input: {}. " +
+				"Output: [{id, companyId, name, color, createdAt}] by name.",
+			Call: (*Work).methodLabelsList,
+		},
+	})
+}
+
+// methodLabelsList lists the call's company's labels.
+func (w *Work) methodLabelsList(ctx context.Context, call *sdk.MethodCall) (any, error) {
+	companyID, err := routineMethodCompany(call)
+	if err != nil {
+		return nil, err
+	}
+	return newIssueStore(w.db).LabelList(ctx, &LabelListParams{CompanyID: companyID})
 }
 
 func (w *Work) labelList(rw http.ResponseWriter, r *http.Request) {
