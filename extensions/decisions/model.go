@@ -105,11 +105,16 @@ type Input struct {
 	MaxLength   *int    `json:"maxLength,omitempty"`
 }
 
-// Snapshot is a target issue's state when the decision was created.
+// Snapshot is a target issue's state when the decision was created (REFERENCE.md 5: status,
+// assignees, updatedAt, and the child and descendant counts a tree effect acts on). Counts
+// are absent from snapshots taken before they were recorded.
 type Snapshot struct {
 	Status          string    `json:"status"`
 	AssigneeAgentID *string   `json:"assigneeAgentId"`
+	AssigneeUserID  *string   `json:"assigneeUserId"`
 	UpdatedAt       time.Time `json:"updatedAt"`
+	ChildCount      *int      `json:"childCount,omitempty"`
+	DescendantCount *int      `json:"descendantCount,omitempty"`
 }
 
 // Execution is one effect's execution row.

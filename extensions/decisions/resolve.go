@@ -479,10 +479,13 @@ func (x *Decisions) currentTargets(ctx context.Context, companyID string, ids []
 	return out, nil
 }
 
-// targetMoved reports whether a target's status or assignee changed since its snapshot, or
-// it disappeared.
+// targetMoved reports whether a target's status, assignee (agent or user) or descendant
+// count changed since its snapshot, or it disappeared. A snapshot without a count (taken
+// before counts were recorded) compares status and assignees only.
 func targetMoved(s Snapshot, cur target) bool {
-	return cur.ID == "" || cur.Status != s.Status || deref(cur.AssigneeAgentID) != deref(s.AssigneeAgentID)
+	return cur.ID == "" || cur.Status != s.Status || deref(cur.AssigneeAgentID) != deref(s.AssigneeAgentID) ||
+		deref(cur.AssigneeUserID) != deref(s.AssigneeUserID) ||
+		(s.DescendantCount != nil && *s.DescendantCount != cur.DescendantCount)
 }
 
 func (x *Decisions) dismissRoute(rw http.ResponseWriter, r *http.Request) {
