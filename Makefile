@@ -44,7 +44,8 @@ vet:
 # fifty agents in ten-minute runs (a 51st run, a wake, a job, an event delivery, the routines
 # tick), public webhook fires
 # per second (hmac_sha256), spend reads and the dashboard over 1,000,000 cost events,
-# cost events ingested per second, and dashboard reads per second.
+# cost events ingested per second, dashboard reads per second, deciding a decision with ten
+# effects (p50/p99), and the decision list in a company of 100 decisions against one of 100,000.
 bench: deps build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./host/bench/
 	$(GO) test -run '^$$' -bench . -benchtime 200x -timeout 20m ./extensions/work/
@@ -54,6 +55,8 @@ bench: deps build
 	$(GO) test -run '^$$' -bench 1M -benchtime 50x -timeout 20m ./extensions/costs/
 	$(GO) test -run '^$$' -bench Ingest -benchtime 2000x -timeout 20m ./extensions/costs/
 	$(GO) test -run '^$$' -bench . -benchtime 2000x -timeout 20m ./extensions/dashboard/
+	$(GO) test -run '^$$' -bench DecideTenEffects -benchtime 1x -timeout 20m ./extensions/decisions/
+	$(GO) test -run '^$$' -bench DecisionList -benchtime 200x -timeout 20m ./extensions/decisions/
 
 # proto regenerates the protocol code and the manifest JSON Schema (needs protoc and the
 # protoc-gen-go/-go-grpc generators; the generated files are committed).

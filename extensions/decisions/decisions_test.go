@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -230,7 +231,7 @@ func TestDecisions(t *testing.T) {
 		d := f.mustPropose(t, body)
 		id := d["id"].(string)
 		out := sweep(t, h, time.Now().Add(2*time.Hour))
-		require.Contains(t, out["expired"], id)
+		require.Contains(t, out.Expired, id)
 		res := h.Do("GET", "/api/decisions/"+id, nil)
 		require.Equal(t, "expired", res.Map(t)["status"])
 		m := wantErr(t, f.decide(id, map[string]any{"optionId": "yes"}), http.StatusConflict, "decision_expired")
@@ -249,8 +250,8 @@ func TestDecisions(t *testing.T) {
 		res := h.Do("DELETE", "/api/issues/"+doomed, nil)
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 		out := sweep(t, h, time.Now())
-		require.Contains(t, out["expired"], strict["id"])
-		require.NotContains(t, out["expired"], lenient["id"])
+		require.Contains(t, out.Expired, strict["id"])
+		require.NotContains(t, out.Expired, lenient["id"])
 		require.Equal(t, "expired", h.Do("GET", "/api/decisions/"+strict["id"].(string), nil).Map(t)["status"])
 		require.Equal(t, "open", h.Do("GET", "/api/decisions/"+lenient["id"].(string), nil).Map(t)["status"])
 	})
@@ -274,7 +275,7 @@ func TestDecisions(t *testing.T) {
 			effect_type, target_issue_id, status) VALUES ($1, 0, 'comment_on_issue', $2, 'claimed')`, id, f.origin)
 		require.NoError(t, err)
 		out := sweep(t, h, time.Now())
-		require.Contains(t, out["resumed"], id)
+		require.Contains(t, out.Resumed, id)
 		got := h.Do("GET", "/api/decisions/"+id, nil).Map(t)
 		require.Equal(t, "partial", got["executionStatus"])
 		execs := got["executions"].([]any)
@@ -284,7 +285,7 @@ func TestDecisions(t *testing.T) {
 		require.NotContains(t, comments, "first, maybe posted")
 		require.Contains(t, comments, "second, never started")
 		// A second sweep finds nothing left to do.
-		require.NotContains(t, sweep(t, h, time.Now())["resumed"], id)
+		require.NotContains(t, sweep(t, h, time.Now()).Resumed, id)
 	})
 
 	t.Run("ContinuationWake", func(t *testing.T) {
@@ -404,7 +405,7 @@ func TestDecisions(t *testing.T) {
 		b["ruleKey"] = "other"
 		b["expiresAt"] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 		e1 := g.mustPropose(t, b)["id"].(string)
-		require.Contains(t, sweep(t, h, time.Now().Add(2*time.Hour))["expired"], e1)
+		require.Contains(t, sweep(t, h, time.Now().Add(2*time.Hour)).Expired, e1)
 		res := h.Do("GET", "/api/companies/"+g.co+"/decisions/stats?groupBy=ruleKey", nil)
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 		s := res.Map(t)
@@ -440,6 +441,15 @@ func TestDecisions(t *testing.T) {
 		wantErr(t, h.Do("GET", "/api/decisions/"+id, nil, as...), http.StatusNotFound, "Decision not found")
 		wantErr(t, h.Do("POST", "/api/decisions/"+id+"/cancel", nil, as...), http.StatusNotFound, "Decision not found")
 		require.Equal(t, http.StatusForbidden, h.Do("POST", "/api/decisions/"+id+"/decide", map[string]any{"optionId": "yes"}, as...).Status)
+		require.Equal(t, http.StatusForbidden, h.Do("POST", "/api/decisions/"+id+"/dismiss", map[string]any{}, as...).Status)
+		require.Equal(t, http.StatusForbidden, h.Do("GET", "/api/companies/"+f.co+"/decisions", nil, as...).Status)
+		require.Equal(t, http.StatusForbidden, h.Do("POST", "/api/companies/"+f.co+"/decision-bundles",
+			map[string]any{"title": "x", "decisions": []any{f.simple("x")}}, as...).Status)
+		for _, path := range []string{"/decision-queues", "/decision-queue-seed-rules", "/decision-triage/decision/" + id,
+			"/decision-archive-proposals"} {
+			require.Equal(t, http.StatusForbidden, h.Do("GET", "/api/companies/"+f.co+path, nil, as...).Status, path)
+		}
+		require.Equal(t, "open", h.Do("GET", "/api/decisions/"+id, nil).Map(t)["status"])
 		// A proposal in the outsider's own company may not target this company's issues.
 		body := outsider.simple("cross")
 		body["options"] = []any{map[string]any{"id": "a", "label": "A", "effects": []any{
@@ -502,12 +512,265 @@ func TestDecisions(t *testing.T) {
 		require.Equal(t, true, queues[0]["seedRulesEnabled"])
 		require.Equal(t, http.StatusOK, h.Do("PATCH", base+"s/questions", map[string]any{"seedRulesEnabled": false}).Status)
 		require.Equal(t, 0.0, seed("q-2")["itemsSeeded"])
+		// The list read built the attention feed too (this company's open decisions joined
+		// the questions queue while seeding was on); the offered q-1 stayed, q-2 never came.
 		res = h.Do("GET", base+"s/questions/items", nil)
 		res.JSON(t, &items)
-		require.Len(t, items, 1)
+		var offered []any
+		for _, it := range items {
+			if it["sourceKind"] == "issue_thread_interaction" {
+				offered = append(offered, it["sourceId"])
+			}
+		}
+		require.Equal(t, []any{"q-1"}, offered)
 		entries, err := h.Kernel.ActivityList(context.Background(), &kernel.ActivityListParams{CompanyID: f.co,
-			Action: "decision_queue_item.seeded", Limit: 10})
+			Action: "decision_queue_item.seeded", Limit: 200})
+		require.NoError(t, err)
+		require.Len(t, entries, len(items))
+		entries, err = h.Kernel.ActivityList(context.Background(), &kernel.ActivityListParams{CompanyID: f.co,
+			Action: "decision_queue.seeded", Limit: 10})
 		require.NoError(t, err)
 		require.Len(t, entries, 1)
+	})
+
+	t.Run("AttentionFeedSeedsTheQuestionsQueue", func(t *testing.T) {
+		g := newFixture(t, h, "Feed")
+		base := "/api/companies/" + g.co + "/decision-queue"
+		one := g.mustPropose(t, g.simple("first question"))["id"].(string)
+		two := g.mustPropose(t, g.simple("second question"))["id"].(string)
+		decided := g.mustPropose(t, g.simple("answered before the feed"))["id"].(string)
+		require.Equal(t, http.StatusOK, g.decide(decided, map[string]any{"optionId": "no"}).Status)
+
+		itemIDs := func(query string) []string {
+			t.Helper()
+			res := h.Do("GET", base+"s/questions/items"+query, nil)
+			require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+			var items []map[string]any
+			res.JSON(t, &items)
+			var ids []string
+			for _, it := range items {
+				require.Equal(t, "decision", it["sourceKind"])
+				require.Equal(t, "seed:ask_user_questions", it["addedBy"])
+				ids = append(ids, it["sourceId"].(string))
+			}
+			return ids
+		}
+		wantErr(t, h.Do("GET", base+"s/questions/items", nil), http.StatusNotFound, "Decision queue not found")
+		res := h.Do("GET", base+"s", nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		var queues []map[string]any
+		res.JSON(t, &queues)
+		require.Len(t, queues, 1)
+		require.Equal(t, "questions", queues[0]["key"])
+		require.Equal(t, true, queues[0]["seedRulesEnabled"])
+		require.EqualValues(t, 2, queues[0]["itemCount"])
+		require.ElementsMatch(t, []string{one, two}, itemIDs(""))
+		for action, n := range map[string]int{"decision_queue.seeded": 1, "decision_queue_item.seeded": 2} {
+			entries, err := h.Kernel.ActivityList(context.Background(), &kernel.ActivityListParams{CompanyID: g.co, Action: action, Limit: 10})
+			require.NoError(t, err)
+			require.Len(t, entries, n, action)
+		}
+
+		// Reading again adds nothing; a new question joins on the next read.
+		three := g.mustPropose(t, g.simple("third question"))["id"].(string)
+		require.ElementsMatch(t, []string{one, two, three}, itemIDs(""))
+
+		// An archived item leaves the lane (and is not offered again) until revived.
+		res = h.Do("POST", "/api/companies/"+g.co+"/decision-retention/decision/"+one+"/archive", map[string]any{"reason": "stale"})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.ElementsMatch(t, []string{two, three}, itemIDs(""))
+		require.ElementsMatch(t, []string{one, two, three}, itemIDs("?includeArchived=true"))
+
+		// seedRulesEnabled false stops additions and keeps what is there.
+		res = h.Do("PATCH", base+"s/questions", map[string]any{"seedRulesEnabled": false})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		g.mustPropose(t, g.simple("fourth question"))
+		require.ElementsMatch(t, []string{two, three}, itemIDs(""))
+		wantErr(t, h.Do("GET", base+"s/questions/items?includeArchived=maybe", nil), http.StatusBadRequest, "Validation error")
+	})
+
+	t.Run("TriageRetentionArchive", func(t *testing.T) {
+		co := "/api/companies/" + f.co
+		triage := func(kind, id string) string { return co + "/decision-triage/" + kind + "/" + id }
+		retention := func(kind, id string) string { return co + "/decision-retention/" + kind + "/" + id }
+
+		res := h.Do("GET", triage("review", "r-a"), nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		st := res.Map(t)
+		require.Nil(t, st["decideBy"])
+		require.Equal(t, false, st["keep"])
+		require.Nil(t, st["archivedAt"])
+		require.EqualValues(t, 0, st["pendingArchiveProposals"])
+		wantErr(t, h.Do("GET", triage("bogus", "r-a"), nil), http.StatusBadRequest, "Validation error")
+		require.Equal(t, http.StatusForbidden, h.Do("GET", triage("review", "r-a"), nil, f.agent.As("")...).Status)
+		require.Equal(t, http.StatusForbidden, h.Do("PUT", triage("review", "r-a"), map[string]any{"decideBy": "today"},
+			f.agent.As("")...).Status)
+
+		for _, bad := range []map[string]any{{"decideBy": "tomorrow"}, {"decideBy": "2026-13-40"},
+			{"snoozedUntil": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}, {"snoozedUntil": "soon"}} {
+			wantErr(t, h.Do("PUT", triage("review", "r-a"), bad), http.StatusBadRequest, "Validation error")
+		}
+		now := time.Now().UTC()
+		sunday := now.AddDate(0, 0, (7-int(now.Weekday()))%7).Format(time.DateOnly)
+		for decideBy, date := range map[string]any{"today": now.Format(time.DateOnly), "this_week": sunday,
+			"2031-02-03": "2031-02-03", "whenever": nil} {
+			res = h.Do("PUT", triage("review", "r-a"), map[string]any{"decideBy": decideBy})
+			require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+			st = res.Map(t)
+			require.Equal(t, decideBy, st["decideBy"])
+			require.Equal(t, date, st["decideByDate"], decideBy)
+		}
+		res = h.Do("PUT", triage("review", "r-a"), map[string]any{"decideBy": nil})
+		require.Nil(t, res.Map(t)["decideBy"])
+
+		// A lane with a one-day retention holding three items; one snoozed.
+		res = h.Do("POST", co+"/decision-queues", map[string]any{"key": "reviews", "title": "Reviews", "retentionDays": 1})
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		for _, id := range []string{"r-a", "r-b", "r-c"} {
+			res = h.Do("POST", co+"/decision-queues/reviews/items", map[string]any{"sourceKind": "review", "sourceId": id})
+			require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		}
+		lane := func(query string) []string {
+			t.Helper()
+			res := h.Do("GET", co+"/decision-queues/reviews/items"+query, nil)
+			require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+			var items []map[string]any
+			res.JSON(t, &items)
+			var ids []string
+			for _, it := range items {
+				ids = append(ids, it["sourceId"].(string))
+			}
+			return ids
+		}
+		snooze := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		res = h.Do("PUT", triage("review", "r-b"), map[string]any{"decideBy": "today", "snoozedUntil": snooze})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.ElementsMatch(t, []string{"r-a", "r-c"}, lane(""))
+		require.ElementsMatch(t, []string{"r-a", "r-b", "r-c"}, lane("?includeSnoozed=true"))
+
+		// Archive proposals: idempotent by key, then accepted by archiving or rejected by keep.
+		proposals := co + "/decision-archive-proposals"
+		body := map[string]any{"idempotencyKey": "tidy-1", "items": []any{
+			map[string]any{"sourceKind": "review", "sourceId": "r-a", "reason": "merged long ago"},
+			map[string]any{"sourceKind": "review", "sourceId": "r-c", "reason": "superseded"}}}
+		res = h.Do("POST", proposals, body)
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		batch := res.Map(t)
+		require.Len(t, batch["proposals"], 2)
+		first := batch["proposals"].([]any)[0].(map[string]any)
+		require.Equal(t, "pending", first["status"])
+		require.Equal(t, "r-a", first["sourceId"])
+		require.Equal(t, "user", first["proposedByType"])
+		res = h.Do("POST", proposals, body)
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		require.Equal(t, batch["id"], res.Map(t)["id"])
+		body["items"] = body["items"].([]any)[:1]
+		wantErr(t, h.Do("POST", proposals, body), http.StatusConflict,
+			"Decision archive proposal idempotency key already used with a different payload")
+		wantErr(t, h.Do("POST", proposals, map[string]any{"items": []any{}}), http.StatusBadRequest, "Validation error")
+		wantErr(t, h.Do("POST", proposals, map[string]any{"items": []any{map[string]any{"sourceKind": "review"}}}),
+			http.StatusBadRequest, "Validation error")
+		require.Equal(t, http.StatusForbidden, h.Do("POST", proposals, body, f.agent.As("")...).Status)
+		require.EqualValues(t, 1, h.Do("GET", triage("review", "r-a"), nil).Map(t)["pendingArchiveProposals"])
+
+		res = h.Do("POST", retention("review", "r-a")+"/archive", map[string]any{"reason": "done with it"})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		st = res.Map(t)
+		require.NotNil(t, st["archivedAt"])
+		require.Equal(t, "done with it", st["archiveReason"])
+		require.Equal(t, "user", st["archivedByType"])
+		require.EqualValues(t, 0, st["pendingArchiveProposals"])
+		require.ElementsMatch(t, []string{"r-c"}, lane(""))
+		require.ElementsMatch(t, []string{"r-a", "r-c"}, lane("?includeArchived=true"))
+
+		wantErr(t, h.Do("PATCH", retention("review", "r-c"), map[string]any{}), http.StatusBadRequest, "Validation error")
+		res = h.Do("PATCH", retention("review", "r-c"), map[string]any{"keep": true})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.Equal(t, true, res.Map(t)["keep"])
+		var list []map[string]any
+		res = h.Do("GET", proposals+"?status=accepted", nil)
+		res.JSON(t, &list)
+		require.Len(t, list, 1)
+		require.Equal(t, "r-a", list[0]["sourceId"])
+		res = h.Do("GET", proposals+"?status=rejected", nil)
+		res.JSON(t, &list)
+		require.Len(t, list, 1)
+		require.Equal(t, "r-c", list[0]["sourceId"])
+		wantErr(t, h.Do("GET", proposals+"?status=maybe", nil), http.StatusBadRequest, "Validation error")
+
+		// Two days on, retention removes every item of the one-day lane but the kept one.
+		out := sweep(t, h, time.Now().Add(48*time.Hour))
+		require.GreaterOrEqual(t, out.PrunedItems, 2)
+		require.Equal(t, []string{"r-c"}, lane("?includeArchived=true&includeSnoozed=true"))
+
+		res = h.Do("POST", retention("review", "r-a")+"/revive", nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.Nil(t, res.Map(t)["archivedAt"])
+		entries, err := h.Kernel.ActivityList(context.Background(), &kernel.ActivityListParams{CompanyID: f.co,
+			EntityType: "decision_item", Limit: 50})
+		require.NoError(t, err)
+		actions := map[string]bool{}
+		for _, e := range entries {
+			actions[e.Action] = true
+		}
+		require.Equal(t, map[string]bool{"decision_item.triaged": true, "decision_item.archived": true,
+			"decision_item.retention_updated": true, "decision_item.revived": true}, actions)
+	})
+
+	t.Run("TreeSnapshotAndAFailedOutcome", func(t *testing.T) {
+		root := f.issue(t, map[string]any{"title": "tree to cut", "assigneeAgentId": f.agent.ID})["id"].(string)
+		f.issue(t, map[string]any{"title": "branch", "parentId": root})
+		d := f.mustPropose(t, map[string]any{"title": "cut the tree", "body": "b", "options": []any{
+			map[string]any{"id": "cut", "label": "Cut", "style": "destructive", "effects": []any{
+				map[string]any{"type": "cancel_issue_tree", "targetIssueId": root, "reasonComment": "cut"}}}}})
+		snap := d["targetSnapshots"].(map[string]any)[root].(map[string]any)
+		require.EqualValues(t, 1, snap["childCount"])
+		require.EqualValues(t, 1, snap["descendantCount"])
+		require.Equal(t, f.agent.ID, snap["assigneeAgentId"])
+		require.Contains(t, snap, "assigneeUserId")
+
+		// The tree grows after the proposal: the strict tree effect is skipped, nothing ran.
+		f.issue(t, map[string]any{"title": "new branch", "parentId": root})
+		res := h.Do("GET", "/api/companies/"+f.co+"/decisions?targetIssueId="+root, nil)
+		var list []map[string]any
+		res.JSON(t, &list)
+		require.Len(t, list, 1)
+		require.Equal(t, map[string]any{root: true}, list[0]["targetChanged"])
+		res = f.decide(d["id"].(string), map[string]any{"optionId": "cut"})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		out := res.Map(t)
+		require.Equal(t, "failed", out["executionStatus"])
+		require.Equal(t, "skipped", out["executions"].([]any)[0].(map[string]any)["status"])
+		require.NotEqual(t, "cancelled", f.getIssue(t, root)["status"])
+	})
+
+	t.Run("RaceOfTheSameChoice", func(t *testing.T) {
+		body := f.simple("same choice race")
+		body["options"].([]any)[0].(map[string]any)["effects"].([]any)[0].(map[string]any)["bodyMarkdown"] = "raced once " + uuid.NewString()
+		marker := body["options"].([]any)[0].(map[string]any)["effects"].([]any)[0].(map[string]any)["bodyMarkdown"].(string)
+		id := f.mustPropose(t, body)["id"].(string)
+		var wg sync.WaitGroup
+		statuses := make([]int, 4)
+		for i := range statuses {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				statuses[i] = f.decide(id, map[string]any{"optionId": "yes"}).Status
+			}()
+		}
+		wg.Wait()
+		// One request decides; the others replay the same outcome (rule 6).
+		require.Equal(t, []int{200, 200, 200, 200}, statuses)
+		sdktest.WaitFor(t, 30*time.Second, func() bool {
+			return h.Do("GET", "/api/decisions/"+id, nil).Map(t)["executionStatus"] == "succeeded"
+		}, "the raced decision to settle")
+		got := h.Do("GET", "/api/decisions/"+id, nil).Map(t)
+		require.Len(t, got["executions"], 1)
+		entries, err := h.Kernel.ActivityList(context.Background(), &kernel.ActivityListParams{CompanyID: f.co,
+			Action: "decision.decided", EntityID: id, Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, entries, 1)
+		comments := string(h.Do("GET", "/api/issues/"+f.origin+"/comments", nil).Body)
+		require.Equal(t, 1, strings.Count(comments, marker))
 	})
 }

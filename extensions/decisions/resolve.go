@@ -46,11 +46,12 @@ func init() {
 			Summary: "Cancel an open decision (the board, or the origin agent)", Handle: (*Decisions).cancelRoute},
 	)
 	addJobs(sdk.Job{Key: jobSweep, Every: "1m",
-		Description: "Expire open decisions past expiresAt and resume decided decisions whose effects were interrupted"})
+		Description: "Expire open decisions past expiresAt, resume decided decisions whose effects were interrupted, and " +
+			"prune queue items past their queue's retentionDays (except items marked keep)"})
 	addMethods(map[string]method{
 		"sweep": {
 			Description: "Run the sweep job at an instant (kernel and system callers only). Input {now: RFC 3339, default the wall " +
-				"clock}. Output {expired: decision ids, resumed: decision ids}.",
+				"clock}. Output {expired: decision ids, resumed: decision ids, prunedItems}.",
 			Call: (*Decisions).methodSweep,
 		},
 	})
@@ -614,6 +615,8 @@ func (x *Decisions) cancelRoute(rw http.ResponseWriter, r *http.Request) {
 type sweepResult struct {
 	Expired []string `json:"expired"`
 	Resumed []string `json:"resumed"`
+	// PrunedItems counts queue items removed by their queue's retentionDays.
+	PrunedItems int64 `json:"prunedItems"`
 }
 
 // sweep expires open decisions past expiresAt at now and resumes decided decisions whose
@@ -639,6 +642,9 @@ func (x *Decisions) sweep(ctx context.Context, now time.Time) (*sweepResult, err
 		return nil, err
 	}
 	out.Expired = append(out.Expired, gone...)
+	if out.PrunedItems, err = x.pruneRetained(ctx, now); err != nil {
+		return nil, err
+	}
 	rows, err = x.pool.Query(ctx, `SELECT `+decisionCols+` FROM decisions WHERE status = 'decided' AND execution_status = 'running'
 		AND updated_at < $1 LIMIT 100`, now.Add(-time.Minute))
 	if err != nil {
