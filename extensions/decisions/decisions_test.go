@@ -502,7 +502,9 @@ func TestDecisions(t *testing.T) {
 			require.NoError(t, json.Unmarshal(out, &m))
 			return m
 		}
-		require.Equal(t, map[string]any{"queuesSeeded": []any{"questions"}, "itemsSeeded": 1.0}, seed("q-1"))
+		// (The items read above built the attention feed, which already made the questions
+		// queue from this company's open decisions.)
+		require.Equal(t, map[string]any{"queuesSeeded": []any{}, "itemsSeeded": 1.0}, seed("q-1"))
 		require.Equal(t, map[string]any{"queuesSeeded": []any{}, "itemsSeeded": 0.0}, seed("q-1"))
 		res = h.Do("GET", base+"s", nil)
 		var queues []map[string]any
@@ -555,7 +557,6 @@ func TestDecisions(t *testing.T) {
 			}
 			return ids
 		}
-		wantErr(t, h.Do("GET", base+"s/questions/items", nil), http.StatusNotFound, "Decision queue not found")
 		res := h.Do("GET", base+"s", nil)
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 		var queues []map[string]any

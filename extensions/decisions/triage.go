@@ -531,7 +531,7 @@ func (x *Decisions) proposalsListRoute(rw http.ResponseWriter, r *http.Request) 
 // items marked keep, and returns how many went.
 func (x *Decisions) pruneRetained(ctx context.Context, now time.Time) (int64, error) {
 	tag, err := x.pool.Exec(ctx, `DELETE FROM decision_queue_items i USING decision_queues q
-		WHERE i.queue_id = q.id AND q.retention_days IS NOT NULL AND i.created_at < $1 - make_interval(days => q.retention_days)
+		WHERE i.queue_id = q.id AND q.retention_days IS NOT NULL AND i.created_at < $1::timestamptz - make_interval(days => q.retention_days)
 		AND NOT EXISTS (SELECT 1 FROM decision_item_states s WHERE s.company_id = q.company_id AND s.source_kind = i.source_kind
 			AND s.source_id = i.source_id AND s.keep)`, now)
 	if err != nil {
