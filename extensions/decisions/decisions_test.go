@@ -3,6 +3,7 @@ package decisions_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -53,6 +54,45 @@ func TestDecisions(t *testing.T) {
 		body["options"] = []any{map[string]any{"id": "a", "label": "A", "effects": []any{
 			map[string]any{"type": "update_issue_status", "targetIssueId": other, "status": "done"}}}}
 		wantErr(t, f.propose(body), http.StatusForbidden, "Decision effect exceeds the origin authority boundary")
+
+		// The limits of a create body, each a 400 Validation error (or 422 for the expiry window).
+		opt := func(id string, effects ...any) map[string]any {
+			return map[string]any{"id": id, "label": id, "effects": append([]any{}, effects...)}
+		}
+		comment := map[string]any{"type": "comment_on_issue", "targetIssueId": f.origin, "bodyMarkdown": "x"}
+		many := func(n int, mk func(i int) any) []any {
+			out := make([]any, n)
+			for i := range out {
+				out[i] = mk(i)
+			}
+			return out
+		}
+		for name, c := range map[string]struct {
+			change map[string]any
+			status int
+			text   string
+		}{
+			"no options":          {map[string]any{"options": []any{}}, http.StatusBadRequest, "Validation error"},
+			"nine options":        {map[string]any{"options": many(9, func(i int) any { return opt(fmt.Sprint("o", i)) })}, http.StatusBadRequest, "Validation error"},
+			"eleven effects":      {map[string]any{"options": []any{opt("a", many(11, func(int) any { return comment })...)}}, http.StatusBadRequest, "Validation error"},
+			"five inputs":         {map[string]any{"inputs": many(5, func(i int) any { return map[string]any{"id": fmt.Sprint("i", i), "label": "L"} })}, http.StatusBadRequest, "Validation error"},
+			"duplicate inputs":    {map[string]any{"inputs": []any{map[string]any{"id": "i", "label": "L"}, map[string]any{"id": "i", "label": "M"}}}, http.StatusBadRequest, "Validation error"},
+			"unknown input ref":   {map[string]any{"options": []any{opt("a", map[string]any{"type": "comment_on_issue", "targetIssueId": f.origin, "bodyMarkdown": "{{input.nope}}"})}}, http.StatusBadRequest, "Validation error"},
+			"long title":          {map[string]any{"title": strings.Repeat("t", 501)}, http.StatusBadRequest, "Validation error"},
+			"no body":             {map[string]any{"body": nil}, http.StatusBadRequest, "Validation error"},
+			"long rule key":       {map[string]any{"ruleKey": strings.Repeat("r", 241)}, http.StatusBadRequest, "Validation error"},
+			"bad style":           {map[string]any{"options": []any{map[string]any{"id": "a", "label": "A", "style": "loud"}}}, http.StatusBadRequest, "Validation error"},
+			"bad effect type":     {map[string]any{"options": []any{opt("a", map[string]any{"type": "launch", "targetIssueId": f.origin})}}, http.StatusBadRequest, "Validation error"},
+			"lenient tree cancel": {map[string]any{"options": []any{map[string]any{"id": "a", "label": "A", "style": "destructive", "effects": []any{map[string]any{"type": "cancel_issue_tree", "targetIssueId": f.origin, "reasonComment": "x", "staleness": "lenient"}}}}}, http.StatusBadRequest, "Validation error"},
+			"bad policy":          {map[string]any{"continuationPolicy": "wake_everyone"}, http.StatusBadRequest, "Validation error"},
+			"past expiry":         {map[string]any{"expiresAt": time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)}, http.StatusUnprocessableEntity, "expiresAt must be within 30 days"},
+		} {
+			body := f.simple(name)
+			for k, v := range c.change {
+				body[k] = v
+			}
+			wantErr(t, f.propose(body), c.status, c.text)
+		}
 
 		d := f.mustPropose(t, f.simple("fine"))
 		require.Equal(t, "open", d["status"])
@@ -237,6 +277,17 @@ func TestDecisions(t *testing.T) {
 		m := wantErr(t, f.decide(id, map[string]any{"optionId": "yes"}), http.StatusConflict, "decision_expired")
 		require.Equal(t, "decision_expired", m["code"])
 		wantErr(t, h.Do("POST", "/api/decisions/"+id+"/cancel", nil), http.StatusConflict, "decision_already_resolved")
+
+		// Deciding one whose expiresAt passed before any sweep saw it: 409, and it is marked expired.
+		id = f.mustPropose(t, f.simple("aged out"))["id"].(string)
+		_, err := h.Kernel.Pool.Exec(context.Background(), `UPDATE ext_decisions.decisions SET expires_at = now() - interval '1 second'
+			WHERE id = $1`, id)
+		require.NoError(t, err)
+		m = wantErr(t, f.decide(id, map[string]any{"optionId": "yes"}), http.StatusConflict, "decision_expired")
+		require.Equal(t, "decision_expired", m["code"])
+		got := h.Do("GET", "/api/decisions/"+id, nil).Map(t)
+		require.Equal(t, "expired", got["status"])
+		require.Equal(t, []any{}, got["executions"])
 	})
 
 	t.Run("ExpiryWhenAStrictTargetDisappears", func(t *testing.T) {
@@ -301,6 +352,15 @@ func TestDecisions(t *testing.T) {
 		p := c.wakePayload(t, id)
 		require.Equal(t, "cancelled", p["outcome"])
 		require.Equal(t, c.origin, p["issueId"])
+		require.Equal(t, id, p["decisionId"])
+
+		// Expiry wakes too.
+		body = c.simple("wake me when it ages out")
+		body["continuationPolicy"] = "wake_origin_agent"
+		body["expiresAt"] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		id = c.mustPropose(t, body)["id"].(string)
+		require.Contains(t, sweep(t, h, time.Now().Add(2*time.Hour)).Expired, id)
+		require.Equal(t, "expired", c.wakePayload(t, id)["outcome"])
 
 		// A decided outcome wakes too (another agent, so no wake of the first coalesces).
 		g := newFixture(t, h, "Woken")
@@ -367,6 +427,16 @@ func TestDecisions(t *testing.T) {
 		res.JSON(t, &list)
 		require.Len(t, list, 2)
 		wantErr(t, h.Do("GET", "/api/companies/"+f.co+"/decisions?status=bogus", nil), http.StatusBadRequest, "Invalid decision filters")
+		for _, q := range []string{"limit=0", "limit=101", "bundleId=x", "originAgentId=x", "targetIssueId=x"} {
+			wantErr(t, h.Do("GET", "/api/companies/"+f.co+"/decisions?"+q, nil), http.StatusBadRequest, "Invalid decision filters")
+		}
+		res = h.Do("GET", "/api/companies/"+f.co+"/decisions?limit=1&originAgentId="+f.agent.ID, nil)
+		res.JSON(t, &list)
+		require.Len(t, list, 1)
+		require.Equal(t, b["decisions"].([]any)[1].(map[string]any)["id"], list[0]["id"], "newest first")
+		res = h.Do("GET", "/api/companies/"+f.co+"/decisions?originAgentId="+uuid.NewString(), nil)
+		res.JSON(t, &list)
+		require.Empty(t, list)
 	})
 
 	t.Run("RaceToDecide", func(t *testing.T) {
