@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,8 +62,9 @@ func BenchmarkDecideTenEffects(b *testing.B) {
 // decisionSeedCompany creates a company with one issue and bulk-loads n decisions targeting
 // it with one INSERT … SELECT generate_series through the superuser pool (seeding only: the
 // rows are not signed, which listing does not check). Statuses rotate open, decided,
-// expired, cancelled; every decided one has an executed effect row.
-func decisionSeedCompany(b *testing.B, f *fixture, n int) {
+// expired, cancelled; every decided one has an executed effect row; every 10,000th targets
+// the issue rare instead.
+func decisionSeedCompany(b *testing.B, f *fixture, n int, rare string) {
 	b.Helper()
 	ctx := context.Background()
 	pool := f.h.Kernel.Pool
@@ -76,10 +78,10 @@ func decisionSeedCompany(b *testing.B, f *fixture, n int) {
 			(ARRAY['open','decided','expired','cancelled'])[1 + k % 4],
 			CASE WHEN k % 4 = 1 THEN 'succeeded' END, CASE WHEN k % 4 = 1 THEN 'yes' END,
 			now() + interval '7 days', 'seed', 'decision-spec-v1.seed',
-			jsonb_build_object($6::text, jsonb_build_object('status', 'todo', 'assigneeAgentId', $7::text, 'assigneeUserId', null,
-				'updatedAt', now())),
+			jsonb_build_object(CASE WHEN k % 10000 = 50 THEN $8::text ELSE $6::text END, jsonb_build_object('status', 'todo',
+				'assigneeAgentId', $7::text, 'assigneeUserId', null, 'updatedAt', now())),
 			now() - k * interval '1 second', now() - k * interval '1 second'
-		FROM generate_series(1, $5::int) AS k`, f.co, f.agent.ID, f.origin, f.runID, n, f.origin, f.agent.ID)
+		FROM generate_series(1, $5::int) AS k`, f.co, f.agent.ID, f.origin, f.runID, n, f.origin, f.agent.ID, rare)
 	require.NoError(b, err)
 	_, err = pool.Exec(ctx, `INSERT INTO ext_decisions.decision_effect_executions (decision_id, effect_index, effect_type,
 			target_issue_id, status, executed_at)
@@ -94,25 +96,27 @@ func decisionSeedCompany(b *testing.B, f *fixture, n int) {
 
 // BenchmarkDecisionList lists the first page (50, newest first, with targetChanged and the
 // executions of closed rows) of a company with 100 decisions and of one with 100,000, and
-// the same with a status filter; it prints the ratio of the large to the small company.
+// the same with a status filter and with a target that one decision in 10,000 names; it prints the ratio of the large to the small company.
 func BenchmarkDecisionList(b *testing.B) {
 	sizes := []int{100, 100_000}
 	h := startHost(b)
 	fixtures := map[int]*fixture{}
+	rares := map[int]string{}
 	start := time.Now()
 	for _, n := range sizes {
 		f := &fixture{h: h, co: h.CreateCompany(fmt.Sprintf("List Bench %d", n))}
 		f.agent = h.CreateAgent(f.co, "Proposer", "engineer")
 		f.origin = f.issue(b, map[string]any{"title": "target", "status": "todo", "assigneeAgentId": f.agent.ID})["id"].(string)
 		f.runID = "00000000-0000-4000-8000-000000000001"
-		decisionSeedCompany(b, f, n)
+		rares[n] = f.issue(b, map[string]any{"title": "rare target"})["id"].(string)
+		decisionSeedCompany(b, f, n, rares[n])
 		fixtures[n] = f
 	}
 	fmt.Printf("%s: seeded %v decisions in %s\n", b.Name(), sizes, time.Since(start).Round(time.Millisecond))
-	for _, q := range []string{"", "?status=decided"} {
+	for _, q := range []string{"", "?status=decided", "?targetIssueId=rare"} {
 		nsPerOp := map[int]float64{}
 		for _, n := range sizes {
-			p := "/api/companies/" + fixtures[n].co + "/decisions" + q
+			p := "/api/companies/" + fixtures[n].co + "/decisions" + strings.ReplaceAll(q, "rare", rares[n])
 			b.Run(fmt.Sprintf("%d%s", n, q), func(b *testing.B) {
 				for b.Loop() {
 					if res := h.Do("GET", p, nil); res.Status != http.StatusOK {

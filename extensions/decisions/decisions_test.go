@@ -94,13 +94,22 @@ func TestDecisions(t *testing.T) {
 			wantErr(t, f.propose(body), c.status, c.text)
 		}
 
+		// A run without an issue (an on-demand wake) is not an origin.
+		idle := h.CreateAgent(f.co, "Idle", "engineer")
+		res := h.Do("POST", "/api/agents/"+idle.ID+"/wakeup", map[string]any{"source": "on_demand"})
+		require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
+		idleRun, _ := res.Map(t)["id"].(string)
+		require.NotEmpty(t, idleRun, "%s", res.Body)
+		wantErr(t, h.Do("POST", "/api/companies/"+f.co+"/decisions", f.simple("no issue"), "Authorization", "Bearer "+h.AgentJWT(idle, idleRun)),
+			http.StatusUnprocessableEntity, "Origin run is not issue-scoped")
+
 		d := f.mustPropose(t, f.simple("fine"))
 		require.Equal(t, "open", d["status"])
 		require.Equal(t, f.agent.ID, d["originAgentId"])
 		require.Equal(t, f.origin, d["originIssueId"])
 		require.Regexp(t, `^decision-spec-v1\.[0-9a-f]{64}$`, d["signedSpec"])
 		require.Contains(t, d["targetSnapshots"], f.origin)
-		res := h.Do("GET", "/api/decisions/"+d["id"].(string), nil, f.agent.As("")...)
+		res = h.Do("GET", "/api/decisions/"+d["id"].(string), nil, f.agent.As("")...)
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 		require.Equal(t, []any{}, res.Map(t)["executions"])
 	})
@@ -540,6 +549,17 @@ func TestDecisions(t *testing.T) {
 		require.Equal(t, http.StatusForbidden, h.Do("GET", base+"s", nil, f.agent.As("")...).Status)
 		require.Equal(t, http.StatusForbidden, h.Do("POST", base+"s", map[string]any{"key": "mine", "title": "Mine"}, f.agent.As("")...).Status)
 
+		// Granted the keys, an agent reads and manages queues.
+		reader := h.CreateAgent(f.co, "Queue keeper", "engineer")
+		require.NoError(t, h.Kernel.GrantPermission(context.Background(), f.co, "agent", reader.ID, "decision_queue:read", ""))
+		require.Equal(t, http.StatusOK, h.Do("GET", base+"s", nil, reader.As("")...).Status)
+		require.Equal(t, http.StatusForbidden, h.Do("POST", base+"s", map[string]any{"key": "agents", "title": "Agents"}, reader.As("")...).Status)
+		require.NoError(t, h.Kernel.GrantPermission(context.Background(), f.co, "agent", reader.ID, "decision_queue:manage", ""))
+		res = h.Do("POST", base+"s", map[string]any{"key": "agents", "title": "Agents"}, reader.As("")...)
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		require.Equal(t, "agent", res.Map(t)["createdByType"])
+		require.Equal(t, reader.ID, res.Map(t)["createdByAgentId"])
+
 		res = h.Do("POST", base+"s", map[string]any{"key": "Not Kebab", "title": "x"})
 		wantErr(t, res, http.StatusBadRequest, "Validation error")
 		res = h.Do("POST", base+"s", map[string]any{"key": "triage", "title": "Triage", "retentionDays": 30})
@@ -579,7 +599,7 @@ func TestDecisions(t *testing.T) {
 		res = h.Do("GET", base+"s", nil)
 		var queues []map[string]any
 		res.JSON(t, &queues)
-		require.Len(t, queues, 2)
+		require.Len(t, queues, 3)
 		require.Equal(t, "questions", queues[0]["key"])
 		require.Equal(t, true, queues[0]["seedRulesEnabled"])
 		require.Equal(t, http.StatusOK, h.Do("PATCH", base+"s/questions", map[string]any{"seedRulesEnabled": false}).Status)

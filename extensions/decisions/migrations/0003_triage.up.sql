@@ -52,3 +52,6 @@ CREATE INDEX decision_archive_proposals_company_idx ON decision_archive_proposal
 
 -- The attention feed offers a company's open decisions to the seeded questions queue.
 CREATE INDEX decisions_company_open_idx ON decisions (company_id, created_at) WHERE status = 'open';
+
+-- The list's targetIssueId filter (target_snapshots ? id) finds rare targets without a scan.
+CREATE INDEX decisions_target_snapshots_idx ON decisions USING gin (target_snapshots);
