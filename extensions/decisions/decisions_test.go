@@ -592,9 +592,9 @@ func TestDecisions(t *testing.T) {
 			require.NoError(t, json.Unmarshal(out, &m))
 			return m
 		}
-		// (The items read above built the attention feed, which already made the questions
-		// queue from this company's open decisions.)
-		require.Equal(t, map[string]any{"queuesSeeded": []any{}, "itemsSeeded": 1.0}, seed("q-1"))
+		// (The items read above built the attention feed, which made the questions queue
+		// already when this company has open decisions.)
+		require.Equal(t, 1.0, seed("q-1")["itemsSeeded"])
 		require.Equal(t, map[string]any{"queuesSeeded": []any{}, "itemsSeeded": 0.0}, seed("q-1"))
 		res = h.Do("GET", base+"s", nil)
 		var queues []map[string]any

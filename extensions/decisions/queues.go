@@ -540,9 +540,14 @@ func (x *Decisions) seed(ctx context.Context, companyID string, in []seedItem) (
 // the board to choose is an ask-user question.
 const feedSignal = "ask_user_questions"
 
+// feedBatch is how many open decisions one feed build offers at most.
+const feedBatch = 200
+
 // buildFeed builds the company's attention feed of what this extension owns (its open
-// decisions, up to 200 not yet offered per build, oldest first) and seeds the queues from
-// it. Other owners offer their items through the decisions.queues.seed method.
+// decisions not yet offered, oldest first, up to feedBatch per build) and seeds the queues
+// from it. A per-company mark records how far the feed has read, so a build reads only the
+// decisions created since (with a minute of overlap for transactions that committed late).
+// Other owners offer their items through the decisions.queues.seed method.
 func (x *Decisions) buildFeed(ctx context.Context, companyID string) (*seedResult, error) {
 	var disabled bool
 	err := x.pool.QueryRow(ctx, `SELECT NOT q.seed_rules_enabled FROM decision_queues q WHERE q.company_id = $1 AND q.key = 'questions'`,
@@ -553,24 +558,54 @@ func (x *Decisions) buildFeed(ctx context.Context, companyID string) (*seedResul
 	if disabled {
 		return &seedResult{QueuesSeeded: []string{}}, nil
 	}
-	rows, err := x.pool.Query(ctx, `SELECT d.id::text FROM decisions d WHERE d.company_id = $1 AND d.status = 'open'
+	rows, err := x.pool.Query(ctx, `SELECT d.id::text, d.created_at FROM decisions d WHERE d.company_id = $1 AND d.status = 'open'
+		AND d.created_at > COALESCE((SELECT m.seen_until FROM decision_feed_marks m WHERE m.company_id = $1), '-infinity')
+			- interval '1 minute'
 		AND NOT EXISTS (SELECT 1 FROM decision_queue_items i JOIN decision_queues q ON q.id = i.queue_id
 			WHERE q.company_id = $1 AND q.key = 'questions' AND i.source_kind = 'decision' AND i.source_id = d.id::text)
 		AND NOT EXISTS (SELECT 1 FROM decision_item_states s WHERE s.company_id = $1 AND s.source_kind = 'decision'
 			AND s.source_id = d.id::text AND s.archived_at IS NOT NULL)
-		ORDER BY d.created_at LIMIT 200`, companyID)
+		ORDER BY d.created_at LIMIT $2`, companyID, feedBatch)
 	if err != nil {
 		return nil, fmt.Errorf("error building the attention feed: %w", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	type row struct {
+		ID        string
+		CreatedAt time.Time
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
 	if err != nil {
 		return nil, fmt.Errorf("error reading the attention feed: %w", err)
 	}
-	items := make([]seedItem, len(ids))
-	for i, id := range ids {
-		items[i] = seedItem{Signal: feedSignal, SourceKind: "decision", SourceID: id}
+	items := make([]seedItem, len(list))
+	for i, r := range list {
+		items[i] = seedItem{Signal: feedSignal, SourceKind: "decision", SourceID: r.ID}
 	}
-	return x.seed(ctx, companyID, items)
+	out, err := x.seed(ctx, companyID, items)
+	if err != nil {
+		return nil, err
+	}
+	// A full batch leaves more to read from its last row; a short one read everything
+	// committed, so the mark moves to a minute ago.
+	mark := "now() - interval '1 minute'"
+	var lastAt any
+	if len(list) == feedBatch {
+		mark, lastAt = "$2::timestamptz", list[len(list)-1].CreatedAt
+	}
+	if _, err := x.pool.Exec(ctx, `INSERT INTO decision_feed_marks (company_id, seen_until) VALUES ($1, `+mark+`)
+		ON CONFLICT (company_id) DO UPDATE SET seen_until = GREATEST(decision_feed_marks.seen_until, EXCLUDED.seen_until)`,
+		append([]any{companyID}, nonNil(lastAt)...)...); err != nil {
+		return nil, fmt.Errorf("error marking the attention feed: %w", err)
+	}
+	return out, nil
+}
+
+// nonNil returns v as a one-element list, or none when v is nil.
+func nonNil(v any) []any {
+	if v == nil {
+		return nil
+	}
+	return []any{v}
 }
 
 // feed builds the attention feed before a queue read; a failure is logged, not returned:

@@ -55,3 +55,10 @@ CREATE INDEX decisions_company_open_idx ON decisions (company_id, created_at) WH
 
 -- The list's targetIssueId filter (target_snapshots ? id) finds rare targets without a scan.
 CREATE INDEX decisions_target_snapshots_idx ON decisions USING gin (target_snapshots);
+
+-- How far the attention feed has offered a company's open decisions (by created_at), so a
+-- build reads only what is new (plus a minute of overlap for late commits).
+CREATE TABLE decision_feed_marks (
+    company_id uuid PRIMARY KEY,
+    seen_until timestamptz NOT NULL
+);
