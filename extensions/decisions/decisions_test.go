@@ -425,6 +425,13 @@ func TestDecisions(t *testing.T) {
 			f.inRun...), http.StatusConflict, "Decision idempotency key already used with a different payload")
 		after := h.Do("GET", "/api/companies/"+f.co+"/decisions?limit=100", nil)
 		require.JSONEq(t, string(before.Body), string(after.Body))
+		// The first decision and the bundle row were inserted before the second failed: the
+		// transaction took them back.
+		var rows int
+		require.NoError(t, h.Kernel.Pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM ext_decisions.decision_bundles
+			WHERE company_id = $1 AND title = 'half') + (SELECT count(*) FROM ext_decisions.decisions WHERE company_id = $1
+			AND idempotency_key = 'same-key')`, f.co).Scan(&rows))
+		require.Zero(t, rows)
 
 		res := h.Do("POST", "/api/companies/"+f.co+"/decision-bundles", map[string]any{"title": "whole",
 			"decisions": []any{f.simple("b1"), f.simple("b2")}}, f.inRun...)
