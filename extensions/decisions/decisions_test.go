@@ -827,13 +827,25 @@ func TestDecisions(t *testing.T) {
 		require.Equal(t, f.agent.ID, snap["assigneeAgentId"])
 		require.Contains(t, snap, "assigneeUserId")
 
-		// The tree grows after the proposal: the strict tree effect is skipped, nothing ran.
+		note := f.mustPropose(t, map[string]any{"title": "note on the tree", "body": "b", "options": []any{
+			map[string]any{"id": "note", "label": "Note", "effects": []any{
+				map[string]any{"type": "comment_on_issue", "targetIssueId": root, "bodyMarkdown": "noted"}}}}})["id"].(string)
+
+		// The tree grows after the proposals: the strict tree effect is skipped, nothing ran;
+		// a strict comment on the same issue is not moved by a new child.
 		f.issue(t, map[string]any{"title": "new branch", "parentId": root})
 		res := h.Do("GET", "/api/companies/"+f.co+"/decisions?targetIssueId="+root, nil)
 		var list []map[string]any
 		res.JSON(t, &list)
-		require.Len(t, list, 1)
-		require.Equal(t, map[string]any{root: true}, list[0]["targetChanged"])
+		require.Len(t, list, 2)
+		changed := map[any]any{}
+		for _, row := range list {
+			changed[row["id"]] = row["targetChanged"]
+		}
+		require.Equal(t, map[any]any{d["id"]: map[string]any{root: true}, note: map[string]any{}}, changed)
+		res = f.decide(note, map[string]any{"optionId": "note"})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.Equal(t, "succeeded", res.Map(t)["executionStatus"])
 		res = f.decide(d["id"].(string), map[string]any{"optionId": "cut"})
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 		out := res.Map(t)

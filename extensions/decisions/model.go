@@ -159,7 +159,7 @@ type Decision struct {
 	// Executions are the effect rows ordered by effectIndex (set on reads that carry them).
 	Executions *[]Execution `json:"executions,omitempty"`
 	// TargetChanged maps a target issue id to true when it moved since the snapshot (list only).
-	TargetChanged map[string]bool `json:"targetChanged,omitempty"`
+	TargetChanged *map[string]bool `json:"targetChanged,omitempty"`
 
 	// Stored but not shown: the raw signed material and bookkeeping.
 	rawOptions, rawSnapshots json.RawMessage

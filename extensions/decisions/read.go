@@ -122,12 +122,14 @@ func (x *Decisions) listRoute(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, d := range list {
-		d.TargetChanged = map[string]bool{}
+		changed := map[string]bool{}
+		trees := treeTargets(d)
 		for id, s := range d.TargetSnapshots {
-			if targetMoved(s, current[id]) {
-				d.TargetChanged[id] = true
+			if targetMoved(s, current[id], trees[id]) {
+				changed[id] = true
 			}
 		}
+		d.TargetChanged = &changed
 		if d.Status != statusOpen {
 			ex := execs[d.ID]
 			if ex == nil {

@@ -315,7 +315,8 @@ func (x *Decisions) execute(ctx context.Context, d *Decision, actor *sdk.Actor) 
 			}
 		}
 		// A claimed create_issue runs again: its idempotency key returns the issue it made.
-		if e.Staleness != "lenient" && targetMoved(d.TargetSnapshots[e.TargetIssueID], current[e.TargetIssueID]) {
+		if e.Staleness != "lenient" && targetMoved(d.TargetSnapshots[e.TargetIssueID], current[e.TargetIssueID],
+			e.Type == effectCancelTree) {
 			x.finishRow(ctx, d, i, e, actor, rowSkipped, nil, reasonTargetChanged)
 			continue
 		}
@@ -480,13 +481,27 @@ func (x *Decisions) currentTargets(ctx context.Context, companyID string, ids []
 	return out, nil
 }
 
-// targetMoved reports whether a target's status, assignee (agent or user) or descendant
-// count changed since its snapshot, or it disappeared. A snapshot without a count (taken
-// before counts were recorded) compares status and assignees only.
-func targetMoved(s Snapshot, cur target) bool {
+// targetMoved reports whether a target's status or assignee (agent or user) changed since
+// its snapshot, or it disappeared; for the target of a tree effect (tree), whether its
+// descendant count changed too (a tree that grew would cancel issues nobody saw). A snapshot
+// without a count (taken before counts were recorded) compares status and assignees only.
+func targetMoved(s Snapshot, cur target, tree bool) bool {
 	return cur.ID == "" || cur.Status != s.Status || deref(cur.AssigneeAgentID) != deref(s.AssigneeAgentID) ||
 		deref(cur.AssigneeUserID) != deref(s.AssigneeUserID) ||
-		(s.DescendantCount != nil && *s.DescendantCount != cur.DescendantCount)
+		(tree && s.DescendantCount != nil && *s.DescendantCount != cur.DescendantCount)
+}
+
+// treeTargets lists the targets of d's cancel_issue_tree effects.
+func treeTargets(d *Decision) map[string]bool {
+	out := map[string]bool{}
+	for _, o := range d.Options {
+		for _, e := range o.Effects {
+			if e.Type == effectCancelTree {
+				out[e.TargetIssueID] = true
+			}
+		}
+	}
+	return out
 }
 
 func (x *Decisions) dismissRoute(rw http.ResponseWriter, r *http.Request) {
