@@ -404,7 +404,13 @@ func TestDecisions(t *testing.T) {
 		_, e := invoke(t, h, "decisions.queues.seed", g.co, map[string]any{"items": []any{
 			map[string]any{"signal": "plan_document_confirmation", "sourceKind": "review", "sourceId": "r-1"}}})
 		require.Nil(t, e)
-		res := h.Do("DELETE", "/api/companies/"+g.co, nil)
+		res := h.Do("PUT", "/api/companies/"+g.co+"/decision-triage/review/r-1", map[string]any{"decideBy": "today"})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		res = h.Do("POST", "/api/companies/"+g.co+"/decision-archive-proposals", map[string]any{"items": []any{
+			map[string]any{"sourceKind": "review", "sourceId": "r-1"}}})
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		require.Equal(t, http.StatusOK, h.Do("GET", "/api/companies/"+g.co+"/decision-queues", nil).Status)
+		res = h.Do("DELETE", "/api/companies/"+g.co, nil)
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 		conn, err := pgx.Connect(context.Background(), h.DatabaseURL)
 		require.NoError(t, err)
@@ -412,7 +418,11 @@ func TestDecisions(t *testing.T) {
 		sdktest.WaitFor(t, 30*time.Second, func() bool {
 			var n int
 			require.NoError(t, conn.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM ext_decisions.decisions WHERE company_id = $1)
-				+ (SELECT count(*) FROM ext_decisions.decision_queues WHERE company_id = $1)`, g.co).Scan(&n))
+				+ (SELECT count(*) FROM ext_decisions.decision_queues WHERE company_id = $1)
+				+ (SELECT count(*) FROM ext_decisions.decision_item_states WHERE company_id = $1)
+				+ (SELECT count(*) FROM ext_decisions.decision_archive_proposals WHERE company_id = $1)
+				+ (SELECT count(*) FROM ext_decisions.decision_archive_proposal_batches WHERE company_id = $1)
+				+ (SELECT count(*) FROM ext_decisions.decision_feed_marks WHERE company_id = $1)`, g.co).Scan(&n))
 			return n == 0
 		}, "the deleted company's decisions and queues to go")
 	})
