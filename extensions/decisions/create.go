@@ -377,7 +377,10 @@ type target struct {
 	ID              string    `json:"id"`
 	Status          string    `json:"status"`
 	AssigneeAgentID *string   `json:"assigneeAgentId"`
+	AssigneeUserID  *string   `json:"assigneeUserId"`
 	UpdatedAt       time.Time `json:"updatedAt"`
+	ChildCount      int       `json:"childCount"`
+	DescendantCount int       `json:"descendantCount"`
 }
 
 // readTargets snapshots issues through work.targets.read as actor; a missing issue is 422.
@@ -410,7 +413,8 @@ func (x *Decisions) authorize(ctx context.Context, companyID string, o *origin, 
 		return err
 	}
 	for id, t := range snaps {
-		p.snapshots[id] = Snapshot{Status: t.Status, AssigneeAgentID: t.AssigneeAgentID, UpdatedAt: t.UpdatedAt}
+		p.snapshots[id] = Snapshot{Status: t.Status, AssigneeAgentID: t.AssigneeAgentID, AssigneeUserID: t.AssigneeUserID,
+			UpdatedAt: t.UpdatedAt, ChildCount: ptr(t.ChildCount), DescendantCount: ptr(t.DescendantCount)}
 	}
 	for _, opt := range p.body.Options {
 		for _, e := range opt.Effects {

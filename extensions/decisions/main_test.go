@@ -56,7 +56,7 @@ type fixture struct {
 
 // newFixture creates a company, an agent and an issue assigned to it, and waits for the run
 // the assignment starts.
-func newFixture(t *testing.T, h *sdktest.Host, name string) *fixture {
+func newFixture(t testing.TB, h *sdktest.Host, name string) *fixture {
 	t.Helper()
 	f := &fixture{h: h, co: h.CreateCompany(name)}
 	f.agent = h.CreateAgent(f.co, name+" Worker", "engineer")
@@ -86,7 +86,7 @@ func newFixture(t *testing.T, h *sdktest.Host, name string) *fixture {
 }
 
 // issue creates an issue as the board (201 required).
-func (f *fixture) issue(t *testing.T, body map[string]any) map[string]any {
+func (f *fixture) issue(t testing.TB, body map[string]any) map[string]any {
 	t.Helper()
 	res := f.h.Do("POST", "/api/companies/"+f.co+"/issues", body)
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
@@ -107,7 +107,7 @@ func (f *fixture) propose(body map[string]any) *sdktest.Response {
 }
 
 // mustPropose creates a decision (201 required) and returns it.
-func (f *fixture) mustPropose(t *testing.T, body map[string]any) map[string]any {
+func (f *fixture) mustPropose(t testing.TB, body map[string]any) map[string]any {
 	t.Helper()
 	res := f.propose(body)
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
@@ -139,8 +139,15 @@ func wantErr(t testing.TB, res *sdktest.Response, status int, message string) ma
 	return m
 }
 
+// sweepOut is the output of decisions.sweep.
+type sweepOut struct {
+	Expired     []string `json:"expired"`
+	Resumed     []string `json:"resumed"`
+	PrunedItems int      `json:"prunedItems"`
+}
+
 // sweep runs decisions.sweep at now as the kernel would.
-func sweep(t testing.TB, h *sdktest.Host, now time.Time) map[string][]string {
+func sweep(t testing.TB, h *sdktest.Host, now time.Time) *sweepOut {
 	t.Helper()
 	in, err := json.Marshal(map[string]string{"now": now.UTC().Format(time.RFC3339Nano)})
 	require.NoError(t, err)
@@ -148,9 +155,9 @@ func sweep(t testing.TB, h *sdktest.Host, now time.Time) map[string][]string {
 		Method: "decisions.sweep", InputJson: in, Actor: sdk.SystemActor()})
 	require.NoError(t, err)
 	require.Nil(t, res.Error, "decisions.sweep: %v", res.Error)
-	var out map[string][]string
+	var out sweepOut
 	require.NoError(t, json.Unmarshal(res.OutputJson, &out))
-	return out
+	return &out
 }
 
 // invoke calls a provided method as the kernel would, in a company.

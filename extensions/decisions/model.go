@@ -105,11 +105,16 @@ type Input struct {
 	MaxLength   *int    `json:"maxLength,omitempty"`
 }
 
-// Snapshot is a target issue's state when the decision was created.
+// Snapshot is a target issue's state when the decision was created (REFERENCE.md 5: status,
+// assignees, updatedAt, and the child and descendant counts a tree effect acts on). Counts
+// are absent from snapshots taken before they were recorded.
 type Snapshot struct {
 	Status          string    `json:"status"`
 	AssigneeAgentID *string   `json:"assigneeAgentId"`
+	AssigneeUserID  *string   `json:"assigneeUserId"`
 	UpdatedAt       time.Time `json:"updatedAt"`
+	ChildCount      *int      `json:"childCount,omitempty"`
+	DescendantCount *int      `json:"descendantCount,omitempty"`
 }
 
 // Execution is one effect's execution row.
@@ -154,7 +159,7 @@ type Decision struct {
 	// Executions are the effect rows ordered by effectIndex (set on reads that carry them).
 	Executions *[]Execution `json:"executions,omitempty"`
 	// TargetChanged maps a target issue id to true when it moved since the snapshot (list only).
-	TargetChanged map[string]bool `json:"targetChanged,omitempty"`
+	TargetChanged *map[string]bool `json:"targetChanged,omitempty"`
 
 	// Stored but not shown: the raw signed material and bookkeeping.
 	rawOptions, rawSnapshots json.RawMessage

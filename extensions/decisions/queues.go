@@ -88,12 +88,18 @@ type Queue struct {
 	UpdatedAt        time.Time  `json:"updatedAt"`
 }
 
-// QueueItem is one item a queue points at.
+// QueueItem is one item a queue points at, with the item's triage state (decisions-triage,
+// decision-retention).
 type QueueItem struct {
-	SourceKind string    `json:"sourceKind"`
-	SourceID   string    `json:"sourceId"`
-	AddedBy    string    `json:"addedBy"`
-	CreatedAt  time.Time `json:"createdAt"`
+	SourceKind   string     `json:"sourceKind"`
+	SourceID     string     `json:"sourceId"`
+	AddedBy      string     `json:"addedBy"`
+	CreatedAt    time.Time  `json:"createdAt"`
+	DecideBy     *string    `json:"decideBy"`
+	DecideByDate *string    `json:"decideByDate"`
+	SnoozedUntil *time.Time `json:"snoozedUntil"`
+	Keep         bool       `json:"keep"`
+	ArchivedAt   *time.Time `json:"archivedAt"`
 }
 
 // QueueCreateBody is the body of POST /api/companies/{companyId}/decision-queues.
@@ -135,7 +141,8 @@ func init() {
 			Summary: "Update a decision queue (seedRulesEnabled false stops seeding)", Body: QueuePatchBody{},
 			Handle: (*Decisions).queuePatchRoute},
 		route{Method: "GET", Path: base + "s/{key}/items", CompanyFromPath: true, Access: sdk.AccessEither, Permission: permQueueRead,
-			Summary: "A queue's items, newest first", Handle: (*Decisions).queueItemsRoute},
+			Summary: "A queue's items, newest first, without archived or snoozed ones unless includeArchived or includeSnoozed is true",
+			Handle:  (*Decisions).queueItemsRoute},
 		route{Method: "POST", Path: base + "s/{key}/items", CompanyFromPath: true, Access: sdk.AccessEither, Permission: permQueueManage,
 			Summary: "Add an item to a queue", Body: QueueItemBody{}, Handle: (*Decisions).queueItemAddRoute},
 		route{Method: "DELETE", Path: base + "s/{key}/items/{sourceKind}/{sourceId}", CompanyFromPath: true, Access: sdk.AccessEither,
@@ -145,7 +152,8 @@ func init() {
 		"queues.seed": {
 			Description: "Seed the built-in queues from attention items (called while the attention feed is built). Input {items: " +
 				"[{signal, sourceKind, sourceId}]}. A matching item creates its queue if missing and joins it unless the queue's " +
-				"seedRulesEnabled is false. Output {queuesSeeded: keys, itemsSeeded}.",
+				"seedRulesEnabled is false. Output {queuesSeeded: keys, itemsSeeded}. The extension's own open decisions are " +
+				"offered (signal ask_user_questions) whenever a queue list or a queue's items are read.",
 			Call: (*Decisions).methodSeed,
 		},
 	})
@@ -189,6 +197,7 @@ func (x *Decisions) queueByKey(ctx context.Context, q querier, companyID, key st
 
 func (x *Decisions) queueListRoute(rw http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	x.feed(ctx, sdk.CompanyIDFrom(ctx))
 	rows, err := x.pool.Query(ctx, `SELECT `+queueCols+` FROM decision_queues q WHERE q.company_id = $1
 		ORDER BY q.updated_at DESC, q.id`, sdk.CompanyIDFrom(ctx))
 	if err != nil {
@@ -335,13 +344,34 @@ func (x *Decisions) queuePatchRoute(rw http.ResponseWriter, r *http.Request) {
 
 func (x *Decisions) queueItemsRoute(rw http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	x.feed(ctx, sdk.CompanyIDFrom(ctx))
 	q, err := x.queueByKey(ctx, x.pool, sdk.CompanyIDFrom(ctx), r.PathValue("key"))
 	if err != nil {
 		x.writeErr(rw, err)
 		return
 	}
-	rows, err := x.pool.Query(ctx, `SELECT source_kind, source_id, added_by, created_at FROM decision_queue_items
-		WHERE queue_id = $1 ORDER BY created_at DESC, source_kind, source_id`, q.ID)
+	var det []detail
+	flag := func(name string) bool {
+		switch v := r.URL.Query().Get(name); v {
+		case "", "false":
+			return false
+		case "true":
+			return true
+		}
+		det = append(det, detail{Path: name, Message: "must be true or false"})
+		return false
+	}
+	archived, snoozed := flag("includeArchived"), flag("includeSnoozed")
+	if err := validation(det); err != nil {
+		x.writeErr(rw, err)
+		return
+	}
+	rows, err := x.pool.Query(ctx, `SELECT i.source_kind, i.source_id, i.added_by, i.created_at, s.decide_by,
+			to_char(s.decide_by_date, 'YYYY-MM-DD'), s.snoozed_until, COALESCE(s.keep, false), s.archived_at
+		FROM decision_queue_items i
+		LEFT JOIN decision_item_states s ON s.company_id = $2 AND s.source_kind = i.source_kind AND s.source_id = i.source_id
+		WHERE i.queue_id = $1 AND ($3 OR s.archived_at IS NULL) AND ($4 OR s.snoozed_until IS NULL OR s.snoozed_until <= now())
+		ORDER BY i.created_at DESC, i.source_kind, i.source_id`, q.ID, q.CompanyID, archived, snoozed)
 	if err != nil {
 		x.writeErr(rw, fmt.Errorf("error listing queue items: %w", err))
 		return
@@ -358,15 +388,18 @@ func (x *Decisions) queueItemsRoute(rw http.ResponseWriter, r *http.Request) {
 }
 
 // checkItem validates an item reference.
-func checkItem(kind, id *string) error {
+func checkItem(kind, id *string) error { return validation(itemDetails("", kind, id)) }
+
+// itemDetails lists what is wrong with an item reference, paths under prefix.
+func itemDetails(prefix string, kind, id *string) []detail {
 	var d []detail
 	if kind == nil || !slices.Contains(sourceKinds, *kind) {
-		d = append(d, detail{Path: "sourceKind", Message: "must be one of " + strings.Join(sourceKinds, ", ")})
+		d = append(d, detail{Path: prefix + "sourceKind", Message: "must be one of " + strings.Join(sourceKinds, ", ")})
 	}
 	if id == nil || *id == "" || utf8.RuneCountInString(*id) > maxSourceID {
-		d = append(d, detail{Path: "sourceId", Message: fmt.Sprintf("must be 1 to %d characters", maxSourceID)})
+		d = append(d, detail{Path: prefix + "sourceId", Message: fmt.Sprintf("must be 1 to %d characters", maxSourceID)})
 	}
-	return validation(d)
+	return d
 }
 
 func (x *Decisions) queueItemAddRoute(rw http.ResponseWriter, r *http.Request) {
@@ -445,26 +478,41 @@ func (x *Decisions) methodSeed(ctx context.Context, call *sdk.MethodCall) (any, 
 	if call.CompanyID == "" || !isUUID(call.CompanyID) {
 		return nil, sdk.Invalid("companyId", "the call needs a company")
 	}
-	seeded := []string{}
-	items := 0
 	for _, it := range in.Items {
 		if err := checkItem(&it.SourceKind, &it.SourceID); err != nil {
 			return nil, err
 		}
+	}
+	return x.seed(ctx, call.CompanyID, in.Items)
+}
+
+// seedResult is what a seeding did.
+type seedResult struct {
+	QueuesSeeded []string `json:"queuesSeeded"`
+	ItemsSeeded  int      `json:"itemsSeeded"`
+}
+
+// seed offers attention items to the seed rules: an item whose signal a built-in queue's
+// rule carries creates that queue when missing (decision_queue.seeded) and joins it
+// (decision_queue_item.seeded) unless the queue's seedRulesEnabled is false.
+func (x *Decisions) seed(ctx context.Context, companyID string, in []seedItem) (*seedResult, error) {
+	seeded := []string{}
+	items := 0
+	for _, it := range in {
 		for _, e := range seedCatalogue {
 			if !slices.ContainsFunc(e.Rules, func(r SeedRule) bool { return r.Signal == it.Signal }) {
 				continue
 			}
-			q, err := x.queueByKey(ctx, x.pool, call.CompanyID, e.Key)
+			q, err := x.queueByKey(ctx, x.pool, companyID, e.Key)
 			var se *sdk.Error
 			if errors.As(err, &se) && se.Status == http.StatusNotFound {
 				desc := e.Description
-				q, err = x.queueInsert(ctx, x.pool, nil, call.CompanyID, e.Key, e.Title, &desc, nil, true)
+				q, err = x.queueInsert(ctx, x.pool, nil, companyID, e.Key, e.Title, &desc, nil, true)
 				if errors.As(err, &se) && se.Status == http.StatusConflict {
-					q, err = x.queueByKey(ctx, x.pool, call.CompanyID, e.Key)
+					q, err = x.queueByKey(ctx, x.pool, companyID, e.Key)
 				} else if err == nil {
 					seeded = append(seeded, e.Key)
-					x.activity(ctx, nil, "decision-seeder", call.CompanyID, "decision_queue.seeded", "decision_queue", q.ID,
+					x.activity(ctx, nil, "decision-seeder", companyID, "decision_queue.seeded", "decision_queue", q.ID,
 						map[string]any{"key": q.Key})
 				}
 			}
@@ -480,10 +528,90 @@ func (x *Decisions) methodSeed(ctx context.Context, call *sdk.MethodCall) (any, 
 			}
 			if added {
 				items++
-				x.activity(ctx, nil, "decision-seeder", call.CompanyID, "decision_queue_item.seeded", "decision_queue", q.ID,
+				x.activity(ctx, nil, "decision-seeder", companyID, "decision_queue_item.seeded", "decision_queue", q.ID,
 					map[string]any{"key": q.Key, "sourceKind": it.SourceKind, "sourceId": it.SourceID, "signal": it.Signal})
 			}
 		}
 	}
-	return map[string]any{"queuesSeeded": seeded, "itemsSeeded": items}, nil
+	return &seedResult{QueuesSeeded: seeded, ItemsSeeded: items}, nil
+}
+
+// feedSignal is the seed signal of an open decision in the attention feed: an agent asking
+// the board to choose is an ask-user question.
+const feedSignal = "ask_user_questions"
+
+// feedBatch is how many open decisions one feed build offers at most.
+const feedBatch = 200
+
+// buildFeed builds the company's attention feed of what this extension owns (its open
+// decisions not yet offered, oldest first, up to feedBatch per build) and seeds the queues
+// from it. A per-company mark records how far the feed has read, so a build reads only the
+// decisions created since (with a minute of overlap for transactions that committed late).
+// Other owners offer their items through the decisions.queues.seed method.
+func (x *Decisions) buildFeed(ctx context.Context, companyID string) (*seedResult, error) {
+	var disabled bool
+	err := x.pool.QueryRow(ctx, `SELECT NOT q.seed_rules_enabled FROM decision_queues q WHERE q.company_id = $1 AND q.key = 'questions'`,
+		companyID).Scan(&disabled)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("error reading the questions queue: %w", err)
+	}
+	if disabled {
+		return &seedResult{QueuesSeeded: []string{}}, nil
+	}
+	rows, err := x.pool.Query(ctx, `SELECT d.id::text, d.created_at FROM decisions d WHERE d.company_id = $1 AND d.status = 'open'
+		AND d.created_at > COALESCE((SELECT m.seen_until FROM decision_feed_marks m WHERE m.company_id = $1), '-infinity')
+			- interval '1 minute'
+		AND NOT EXISTS (SELECT 1 FROM decision_queue_items i JOIN decision_queues q ON q.id = i.queue_id
+			WHERE q.company_id = $1 AND q.key = 'questions' AND i.source_kind = 'decision' AND i.source_id = d.id::text)
+		AND NOT EXISTS (SELECT 1 FROM decision_item_states s WHERE s.company_id = $1 AND s.source_kind = 'decision'
+			AND s.source_id = d.id::text AND s.archived_at IS NOT NULL)
+		ORDER BY d.created_at LIMIT $2`, companyID, feedBatch)
+	if err != nil {
+		return nil, fmt.Errorf("error building the attention feed: %w", err)
+	}
+	type row struct {
+		ID        string
+		CreatedAt time.Time
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+	if err != nil {
+		return nil, fmt.Errorf("error reading the attention feed: %w", err)
+	}
+	items := make([]seedItem, len(list))
+	for i, r := range list {
+		items[i] = seedItem{Signal: feedSignal, SourceKind: "decision", SourceID: r.ID}
+	}
+	out, err := x.seed(ctx, companyID, items)
+	if err != nil {
+		return nil, err
+	}
+	// A full batch leaves more to read from its last row; a short one read everything
+	// committed, so the mark moves to a minute ago.
+	mark := "now() - interval '1 minute'"
+	var lastAt any
+	if len(list) == feedBatch {
+		mark, lastAt = "$2::timestamptz", list[len(list)-1].CreatedAt
+	}
+	if _, err := x.pool.Exec(ctx, `INSERT INTO decision_feed_marks (company_id, seen_until) VALUES ($1, `+mark+`)
+		ON CONFLICT (company_id) DO UPDATE SET seen_until = GREATEST(decision_feed_marks.seen_until, EXCLUDED.seen_until)`,
+		append([]any{companyID}, nonNil(lastAt)...)...); err != nil {
+		return nil, fmt.Errorf("error marking the attention feed: %w", err)
+	}
+	return out, nil
+}
+
+// nonNil returns v as a one-element list, or none when v is nil.
+func nonNil(v any) []any {
+	if v == nil {
+		return nil
+	}
+	return []any{v}
+}
+
+// feed builds the attention feed before a queue read; a failure is logged, not returned:
+// the queues read as they stand.
+func (x *Decisions) feed(ctx context.Context, companyID string) {
+	if _, err := x.buildFeed(ctx, companyID); err != nil {
+		x.log.Warn("error seeding decision queues from the attention feed", "company", companyID, "error", err)
+	}
 }

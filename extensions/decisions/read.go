@@ -59,8 +59,7 @@ func (x *Decisions) listRoute(rw http.ResponseWriter, r *http.Request) {
 		}
 		add("status = $%d", s)
 	}
-	for param, cond := range map[string]string{"bundleId": "bundle_id = $%d", "originAgentId": "origin_agent_id = $%d",
-		"targetIssueId": "target_snapshots ? $%d"} {
+	for param, cond := range map[string]string{"bundleId": "bundle_id = $%d", "originAgentId": "origin_agent_id = $%d"} {
 		if s := q.Get(param); s != "" {
 			if !isUUID(strings.ToLower(s)) {
 				det = append(det, detail{Path: param, Message: "must be a UUID"})
@@ -68,6 +67,17 @@ func (x *Decisions) listRoute(rw http.ResponseWriter, r *http.Request) {
 			}
 			add(cond, strings.ToLower(s))
 		}
+	}
+	from := "decisions"
+	if s := q.Get("targetIssueId"); s != "" {
+		if !isUUID(strings.ToLower(s)) {
+			det = append(det, detail{Path: "targetIssueId", Message: "must be a UUID"})
+		}
+		// An issue is the target of few decisions: find them through the snapshot index
+		// first (OFFSET 0 keeps the planner from scanning the company's rows by time).
+		args = append(args, strings.ToLower(s))
+		from = fmt.Sprintf(`(SELECT id FROM decisions WHERE company_id = $1 AND target_snapshots ? $%d OFFSET 0) t
+			JOIN decisions USING (id)`, len(args))
 	}
 	limit := 50
 	if s := q.Get("limit"); s != "" {
@@ -81,7 +91,7 @@ func (x *Decisions) listRoute(rw http.ResponseWriter, r *http.Request) {
 		x.writeErr(rw, &sdk.Error{Status: http.StatusBadRequest, Message: msgInvalidFilters, Details: det})
 		return
 	}
-	rows, err := x.pool.Query(ctx, `SELECT `+decisionCols+` FROM decisions WHERE `+strings.Join(where, " AND ")+
+	rows, err := x.pool.Query(ctx, `SELECT `+decisionCols+` FROM `+from+` WHERE `+strings.Join(where, " AND ")+
 		fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT %d`, limit), args...)
 	if err != nil {
 		x.writeErr(rw, fmt.Errorf("error listing decisions: %w", err))
@@ -112,12 +122,14 @@ func (x *Decisions) listRoute(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, d := range list {
-		d.TargetChanged = map[string]bool{}
+		changed := map[string]bool{}
+		trees := treeTargets(d)
 		for id, s := range d.TargetSnapshots {
-			if targetMoved(s, current[id]) {
-				d.TargetChanged[id] = true
+			if targetMoved(s, current[id], trees[id]) {
+				changed[id] = true
 			}
 		}
+		d.TargetChanged = &changed
 		if d.Status != statusOpen {
 			ex := execs[d.ID]
 			if ex == nil {

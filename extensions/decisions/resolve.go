@@ -46,11 +46,12 @@ func init() {
 			Summary: "Cancel an open decision (the board, or the origin agent)", Handle: (*Decisions).cancelRoute},
 	)
 	addJobs(sdk.Job{Key: jobSweep, Every: "1m",
-		Description: "Expire open decisions past expiresAt and resume decided decisions whose effects were interrupted"})
+		Description: "Expire open decisions past expiresAt, resume decided decisions whose effects were interrupted, and " +
+			"prune queue items past their queue's retentionDays (except items marked keep)"})
 	addMethods(map[string]method{
 		"sweep": {
 			Description: "Run the sweep job at an instant (kernel and system callers only). Input {now: RFC 3339, default the wall " +
-				"clock}. Output {expired: decision ids, resumed: decision ids}.",
+				"clock}. Output {expired: decision ids, resumed: decision ids, prunedItems}.",
 			Call: (*Decisions).methodSweep,
 		},
 	})
@@ -314,7 +315,8 @@ func (x *Decisions) execute(ctx context.Context, d *Decision, actor *sdk.Actor) 
 			}
 		}
 		// A claimed create_issue runs again: its idempotency key returns the issue it made.
-		if e.Staleness != "lenient" && targetMoved(d.TargetSnapshots[e.TargetIssueID], current[e.TargetIssueID]) {
+		if e.Staleness != "lenient" && targetMoved(d.TargetSnapshots[e.TargetIssueID], current[e.TargetIssueID],
+			e.Type == effectCancelTree) {
 			x.finishRow(ctx, d, i, e, actor, rowSkipped, nil, reasonTargetChanged)
 			continue
 		}
@@ -479,10 +481,27 @@ func (x *Decisions) currentTargets(ctx context.Context, companyID string, ids []
 	return out, nil
 }
 
-// targetMoved reports whether a target's status or assignee changed since its snapshot, or
-// it disappeared.
-func targetMoved(s Snapshot, cur target) bool {
-	return cur.ID == "" || cur.Status != s.Status || deref(cur.AssigneeAgentID) != deref(s.AssigneeAgentID)
+// targetMoved reports whether a target's status or assignee (agent or user) changed since
+// its snapshot, or it disappeared; for the target of a tree effect (tree), whether its
+// descendant count changed too (a tree that grew would cancel issues nobody saw). A snapshot
+// without a count (taken before counts were recorded) compares status and assignees only.
+func targetMoved(s Snapshot, cur target, tree bool) bool {
+	return cur.ID == "" || cur.Status != s.Status || deref(cur.AssigneeAgentID) != deref(s.AssigneeAgentID) ||
+		deref(cur.AssigneeUserID) != deref(s.AssigneeUserID) ||
+		(tree && s.DescendantCount != nil && *s.DescendantCount != cur.DescendantCount)
+}
+
+// treeTargets lists the targets of d's cancel_issue_tree effects.
+func treeTargets(d *Decision) map[string]bool {
+	out := map[string]bool{}
+	for _, o := range d.Options {
+		for _, e := range o.Effects {
+			if e.Type == effectCancelTree {
+				out[e.TargetIssueID] = true
+			}
+		}
+	}
+	return out
 }
 
 func (x *Decisions) dismissRoute(rw http.ResponseWriter, r *http.Request) {
@@ -611,6 +630,8 @@ func (x *Decisions) cancelRoute(rw http.ResponseWriter, r *http.Request) {
 type sweepResult struct {
 	Expired []string `json:"expired"`
 	Resumed []string `json:"resumed"`
+	// PrunedItems counts queue items removed by their queue's retentionDays.
+	PrunedItems int64 `json:"prunedItems"`
 }
 
 // sweep expires open decisions past expiresAt at now and resumes decided decisions whose
@@ -636,6 +657,9 @@ func (x *Decisions) sweep(ctx context.Context, now time.Time) (*sweepResult, err
 		return nil, err
 	}
 	out.Expired = append(out.Expired, gone...)
+	if out.PrunedItems, err = x.pruneRetained(ctx, now); err != nil {
+		return nil, err
+	}
 	rows, err = x.pool.Query(ctx, `SELECT `+decisionCols+` FROM decisions WHERE status = 'decided' AND execution_status = 'running'
 		AND updated_at < $1 LIMIT 100`, now.Add(-time.Minute))
 	if err != nil {

@@ -53,7 +53,7 @@ func init() {
 		},
 		"targets.read": {
 			Description: "Snapshot issues of the call's company. Input: {issueIds}. Output: [{id, identifier, title, status, " +
-				"assigneeAgentId, updatedAt}] in input order; 422 \"All referenced issues must exist in the company\" when any is unknown.",
+				"assigneeAgentId, assigneeUserId, updatedAt, childCount, descendantCount}] in input order; 422 \"All referenced issues must exist in the company\" when any is unknown.",
 			Call: (*Work).methodTargetsRead,
 		},
 	})

@@ -877,7 +877,11 @@ type IssueSnapshot struct {
 	Title           string    `bun:"title" json:"title"`
 	Status          string    `bun:"status" json:"status"`
 	AssigneeAgentID *string   `bun:"assignee_agent_id" json:"assigneeAgentId"`
+	AssigneeUserID  *string   `bun:"assignee_user_id" json:"assigneeUserId"`
 	UpdatedAt       time.Time `bun:"updated_at" json:"updatedAt"`
+	// ChildCount and DescendantCount count the issues directly and transitively under it.
+	ChildCount      int `bun:"child_count" json:"childCount"`
+	DescendantCount int `bun:"descendant_count" json:"descendantCount"`
 }
 
 // IssueSnapshotsList returns snapshots of those of the ids that are issues of the company.
@@ -886,8 +890,14 @@ func (s *issueStore) IssueSnapshotsList(ctx context.Context, p *IssueSnapshotsLi
 	if len(p.IDs) == 0 {
 		return out, nil
 	}
-	err := s.db.NewRaw(`SELECT id, identifier, title, status, assignee_agent_id, updated_at FROM issues
-		WHERE company_id = ? AND id IN (?)`, p.CompanyID, bun.In(p.IDs)).Scan(ctx, &out)
+	err := s.db.NewRaw(`SELECT i.id, i.identifier, i.title, i.status, i.assignee_agent_id, i.assignee_user_id, i.updated_at,
+			(SELECT count(*) FROM issues c WHERE c.parent_id = i.id) AS child_count,
+			(WITH RECURSIVE tree(id, depth) AS (
+				SELECT c.id, 1 FROM issues c WHERE c.parent_id = i.id
+				UNION
+				SELECT c.id, tree.depth + 1 FROM tree JOIN issues c ON c.parent_id = tree.id WHERE tree.depth < 100
+			) SELECT count(DISTINCT id) FROM tree) AS descendant_count
+		FROM issues i WHERE i.company_id = ? AND i.id IN (?)`, p.CompanyID, bun.In(p.IDs)).Scan(ctx, &out)
 	if err != nil {
 		return nil, fmt.Errorf("error reading issue snapshots: %w", err)
 	}

@@ -692,6 +692,12 @@ func TestIssueMethods(t *testing.T) {
 	require.Equal(t, "cancelled", snaps[0]["status"])
 	require.Contains(t, snaps[0], "updatedAt")
 	require.Contains(t, snaps[0], "assigneeAgentId")
+	require.Contains(t, snaps[0], "assigneeUserId")
+	// The root has two children (kid, done kid) and three descendants (plus the grandkid).
+	require.EqualValues(t, 1, snaps[0]["childCount"])
+	require.EqualValues(t, 1, snaps[0]["descendantCount"])
+	require.EqualValues(t, 2, snaps[1]["childCount"])
+	require.EqualValues(t, 3, snaps[1]["descendantCount"])
 	foreign := issCreate(t, h, other, map[string]any{"title": "Foreign"})
 	_, e = issCall(t, h, "targets.read", company, system, map[string]any{"issueIds": []string{kid["id"].(string), foreign["id"].(string)}})
 	require.NotNil(t, e)
