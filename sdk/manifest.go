@@ -1,7 +1,7 @@
 // Package sdk is everything an extension author imports: the manifest and its published JSON
 // Schema, Serve for process extensions, the HTTP adapter that turns manifest routes into an
 // ordinary http.Handler with the caller in the context, and typed clients for the host
-// services. Wasm guests use sdk/wasmguest; tests use sdk/sdktest.
+// services. Wasm guests use sdk/wasmguest; tests use github.com/keelhq/keel/sdktest.
 package sdk
 
 import (

@@ -14,7 +14,7 @@ import (
 
 	_ "github.com/keelhq/keel/extensions/agents"
 	"github.com/keelhq/keel/host"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // TestMain runs the tests; when the host re-executes this binary as a first-party

@@ -7,7 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // links returns a case's issue links as issueId → role.

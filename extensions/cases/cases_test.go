@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // attachmentMax is SERVICE_ATTACHMENT_MAX_BYTES for the extension processes of TestCases.

@@ -15,7 +15,7 @@ import (
 	_ "github.com/keelhq/keel/extensions/cases"
 	_ "github.com/keelhq/keel/extensions/work"
 	"github.com/keelhq/keel/host"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // TestMain runs the tests; when the host re-executes this binary as an extension,

@@ -12,7 +12,7 @@ import (
 	"github.com/keelhq/keel/host"
 	"github.com/keelhq/keel/host/packages"
 	"github.com/keelhq/keel/kernel"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // catalogRoot writes a bundled root: first-party and example plugins, one nested, one

@@ -25,7 +25,7 @@ import (
 	"github.com/keelhq/keel/host/pgembed/pgtest"
 	"github.com/keelhq/keel/kernel"
 	"github.com/keelhq/keel/sdk"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 func TestMain(m *testing.M) { sdktest.Main(m) }

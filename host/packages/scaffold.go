@@ -16,8 +16,13 @@ import (
 //go:embed scaffold/*.tmpl
 var scaffoldFS embed.FS
 
-// keelModule is keel's Go module path; a new extension requires it.
-const keelModule = "github.com/keelhq/keel"
+// keelModule is keel's Go module path; a new extension requires it for its test harness
+// (github.com/keelhq/keel/sdktest). sdkModule is the SDK's own module, which the extension
+// itself imports.
+const (
+	keelModule = "github.com/keelhq/keel"
+	sdkModule  = keelModule + "/sdk"
+)
 
 // ScaffoldOptions say what `keel extension new` writes.
 type ScaffoldOptions struct {
@@ -38,7 +43,7 @@ type ScaffoldOptions struct {
 var scaffoldName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
 
 // Scaffold writes a working extension: manifest, main.go with one route, a test that runs
-// it in a real host through sdk/sdktest, a Makefile (build, test, pack), a README and a
+// it in a real host through github.com/keelhq/keel/sdktest, a Makefile (build, test, pack), a README and a
 // go.mod. The caller runs `go mod tidy` in the directory afterwards.
 func Scaffold(opts ScaffoldOptions) error {
 	if !scaffoldName.MatchString(opts.Name) || strings.HasSuffix(opts.Name, "-") {
@@ -87,9 +92,9 @@ func Scaffold(opts ScaffoldOptions) error {
 	if goVersion == "" {
 		goVersion = "1.26"
 	}
-	fmt.Fprintf(&mod, "module %s\n\ngo %s\n\nrequire %s v0.0.0\n", opts.Name, goVersion, keelModule)
+	fmt.Fprintf(&mod, "module %s\n\ngo %s\n\nrequire (\n\t%s v0.0.0\n\t%s v0.0.0\n)\n", opts.Name, goVersion, keelModule, sdkModule)
 	if opts.KeelSource != "" {
-		fmt.Fprintf(&mod, "\nreplace %s => %s\n", keelModule, opts.KeelSource)
+		fmt.Fprintf(&mod, "\nreplace %s => %s\n\nreplace %s => %s\n", keelModule, opts.KeelSource, sdkModule, filepath.Join(opts.KeelSource, "sdk"))
 		// keel's go.sum covers every module the new one needs, so `go mod tidy` works
 		// from the module cache alone.
 		if sum, err := os.ReadFile(filepath.Join(opts.KeelSource, "go.sum")); err == nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/keelhq/keel/host"
 	"github.com/keelhq/keel/host/packages"
 	"github.com/keelhq/keel/sdk"
-	"github.com/keelhq/keel/sdk/sdktest"
+	"github.com/keelhq/keel/sdktest"
 )
 
 // goCmd runs the go tool in dir, offline: everything a new extension needs is in the
