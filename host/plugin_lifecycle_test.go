@@ -131,7 +131,7 @@ func TestPluginLifecycle(t *testing.T) {
 			{"PathMissing", map[string]any{"packageName": missing, "isLocalPath": true}, http.StatusBadRequest, "Invalid localPath: path does not exist: " + missing},
 			{"PathNotDir", map[string]any{"packageName": file, "isLocalPath": true}, http.StatusBadRequest, "Invalid localPath: path is not a directory: " + file},
 			{"NullByte", map[string]any{"packageName": "a\x00b", "isLocalPath": true}, http.StatusBadRequest, "Validation error"}, // the body decoder refuses NUL first
-			{"NotAPackage", map[string]any{"packageName": t.TempDir(), "isLocalPath": true}, http.StatusBadRequest, "is not a keel package"},
+			{"NotAPackage", map[string]any{"packageName": t.TempDir(), "isLocalPath": true}, http.StatusBadRequest, "not a keel package"},
 			{"WrongType", map[string]any{"packageName": 7}, http.StatusBadRequest, "Validation error"},
 		} {
 			res := h.Do("POST", "/api/plugins/install", tc.body)

@@ -52,6 +52,10 @@ func (k *Kernel) bridge(ctx context.Context, method string, req *bridgeRequest) 
 		if err := k.AuthorizeCompany(ctx, actor, req.CompanyID, ""); err != nil {
 			return nil, err
 		}
+		// An action may change the company's data: a viewer reads only.
+		if method == sdk.ActionMethod && !actor.CanWriteCompany(req.CompanyID) {
+			return nil, ReadOnlyMember()
+		}
 	} else if !actor.IsBoard() || !(actor.IsInstanceAdmin || actor.IsLocalImplicit()) {
 		return nil, Forbidden("A companyId is required unless the caller is an instance admin")
 	}

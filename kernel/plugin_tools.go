@@ -135,6 +135,10 @@ func (e *toolExecuteEndpoint) Execute(ctx context.Context, req *toolExecuteReque
 	if err := e.k.AuthorizeCompany(ctx, actor, rc.CompanyID, ""); err != nil {
 		return nil, err
 	}
+	// A tool may change the company's data: a viewer reads only.
+	if !actor.CanWriteCompany(rc.CompanyID) {
+		return nil, ReadOnlyMember()
+	}
 	if rc.AgentID != "" && !actor.IsAgent() {
 		a, err := e.k.AgentGetByID(ctx, rc.AgentID)
 		if err != nil {

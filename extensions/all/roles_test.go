@@ -35,7 +35,8 @@ func roleUser(t *testing.T, h *sdktest.Host, email string) ([]string, string) {
 
 // notCompanyScoped are write routes that act on the caller's own account or the instance,
 // not on a company's data.
-var notCompanyScoped = regexp.MustCompile(`^/api/(auth/|board-api-keys|cli-auth/|bootstrap/|agents/me/|companies$|instance/)`)
+// The plugin routes take their company from the body (checked below) or act on the instance.
+var notCompanyScoped = regexp.MustCompile(`^/api/(auth/|board-api-keys|cli-auth/|bootstrap/|agents/me/|companies$|instance/|plugins/)`)
 
 // TestViewersChangeNothing walks every write route of the live route table (kernel and
 // every first-party extension) as a viewer of a company, with the ids of that company's
@@ -107,6 +108,9 @@ func TestViewersChangeNothing(t *testing.T) {
 		checked++
 	}
 	require.Greater(t, checked, 60, "every company write route is covered")
+	// A plugin tool may write: a viewer of the company may not run one.
+	res := h.Do("POST", "/api/plugins/tools/execute", map[string]any{"tool": "any:tool", "runContext": map[string]any{"companyId": company}}, viewer...)
+	require.Equal(t, http.StatusForbidden, res.Status, "tools/execute: %s", res.Body)
 
 	// The resources are all still there, unchanged.
 	require.Equal(t, "Keep me", do(http.StatusOK, "GET", "/api/issues/"+issue, nil)["title"])
