@@ -197,6 +197,35 @@ func (x *Cases) checkRefs(ctx context.Context, companyID, caseID string, u *case
 	return labels, nil
 }
 
+// reparentTx serializes a company's re-parenting writes (taken first in the transaction,
+// before any case row) and checks, inside it, that a new parent is neither the case nor one
+// of its descendants: two concurrent re-parents can then neither form a cycle nor deadlock.
+func reparentTx(ctx context.Context, tx pgx.Tx, companyID, caseID string, u *caseUpdate) error {
+	if !u.parentCaseID.Set || u.parentCaseID.Null {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "cases-reparent:"+companyID); err != nil {
+		return fmt.Errorf("error locking re-parenting: %w", err)
+	}
+	if caseID == "" {
+		return nil
+	}
+	if u.parentCaseID.Value == caseID {
+		return unprocessable(msgOwnParent)
+	}
+	var cycle bool
+	if err := tx.QueryRow(ctx, `WITH RECURSIVE up(id, parent_case_id, depth) AS (
+			SELECT id, parent_case_id, 0 FROM cases WHERE id = $1
+			UNION ALL SELECT c.id, c.parent_case_id, up.depth + 1 FROM cases c JOIN up ON c.id = up.parent_case_id WHERE up.depth < 1000)
+		SELECT EXISTS (SELECT 1 FROM up WHERE id = $2)`, u.parentCaseID.Value, caseID).Scan(&cycle); err != nil {
+		return fmt.Errorf("error checking case ancestry: %w", err)
+	}
+	if cycle {
+		return unprocessable(msgParentCycle)
+	}
+	return nil
+}
+
 // Label is a company label as a case shows it.
 type Label struct {
 	ID    string `json:"id"`
@@ -279,6 +308,9 @@ func (x *Cases) handleCreate(rw http.ResponseWriter, r *http.Request) {
 	var out *Case
 	created := false
 	err = x.inTx(ctx, func(tx pgx.Tx) error {
+		if err := reparentTx(ctx, tx, companyID, "", u); err != nil {
+			return err
+		}
 		// Upserts of one (caseType, key) take turns; others run side by side.
 		keyJSON, _ := json.Marshal([]any{companyID, caseType, body.Key})
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, string(keyJSON)); err != nil {
@@ -291,7 +323,7 @@ func (x *Cases) handleCreate(rw http.ResponseWriter, r *http.Request) {
 			if u.parentCaseID.Set && u.parentCaseID.Value == existing.ID {
 				return unprocessable(msgOwnParent)
 			}
-			if _, err := x.checkRefs(ctx, companyID, existing.ID, &caseUpdate{parentCaseID: u.parentCaseID}); err != nil {
+			if err := reparentTx(ctx, tx, companyID, existing.ID, u); err != nil {
 				return err
 			}
 			out, err = x.applyUpdate(ctx, tx, existing, u, nil, at)
@@ -399,6 +431,9 @@ func (x *Cases) handlePatch(rw http.ResponseWriter, r *http.Request) {
 	at := attributionOf(sdk.ActorFrom(ctx))
 	var out *Case
 	err = x.inTx(ctx, func(tx pgx.Tx) error {
+		if err := reparentTx(ctx, tx, c.CompanyID, c.ID, u); err != nil {
+			return err
+		}
 		locked, err := x.caseByRef(ctx, tx, c.ID, true)
 		if err != nil {
 			return err

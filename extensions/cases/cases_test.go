@@ -208,6 +208,22 @@ func testPatch(t *testing.T, h *sdktest.Host) {
 	foreignLabel := ok(t, h.Do("POST", "/api/companies/"+other.co+"/labels", map[string]any{"name": "green", "color": "#00ff00"}), http.StatusCreated)
 	wantErr(t, h.Do("PATCH", "/api/cases/"+id, map[string]any{"labelIds": []string{foreignLabel["id"].(string)}}), http.StatusUnprocessableEntity,
 		"One or more labels do not belong to company")
+	// Two cases made each other's parent at once: one wins, the other is refused, no cycle.
+	for range 5 {
+		a := f.create(t, http.StatusCreated, map[string]any{"caseType": "pair", "key": uuid.NewString(), "title": "a"})["id"].(string)
+		b := f.create(t, http.StatusCreated, map[string]any{"caseType": "pair", "key": uuid.NewString(), "title": "b"})["id"].(string)
+		var wg sync.WaitGroup
+		codes := make([]int, 2)
+		for i, pair := range [][2]string{{a, b}, {b, a}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				codes[i] = h.Do("PATCH", "/api/cases/"+pair[0], map[string]any{"parentCaseId": pair[1]}).Status
+			}()
+		}
+		wg.Wait()
+		require.ElementsMatch(t, []int{http.StatusOK, http.StatusUnprocessableEntity}, codes)
+	}
 	wantErr(t, h.Do("GET", "/api/cases/"+id+"/events?limit=501", nil), http.StatusBadRequest, "Validation error")
 	wantErr(t, h.Do("GET", "/api/cases/"+id+"/events?limit=0", nil), http.StatusBadRequest, "Validation error")
 	require.Len(t, list(t, h.Do("GET", "/api/cases/"+id+"/events?limit=2", nil)), 2)

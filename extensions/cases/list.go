@@ -1,6 +1,7 @@
 package cases
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sort"
@@ -47,18 +48,28 @@ type listQuery struct {
 	SQL              string
 	Args             []any
 	IncludeAncestors bool
+	Limit            int
 	// Term is q when it is long enough for the trigram index (3 characters or more).
 	Term string
 }
 
-// trigramProbeMax is how many cases may hold every trigram of q for the list to go through
-// the trigram index: fewer are fetched and sorted; with more, the term is common and the
-// newest-activity scan fills a page sooner.
-const trigramProbeMax = 1000
+// How the list runs q (a substring match): plain filters every case in activity order;
+// window filters the searchWindow newest cases that match the other filters, which finds a
+// common term at once; trigram goes through the GIN index of trigrams, which finds a rare
+// term at once. A term of 3 characters or more tries window first and, when that does not
+// fill the page, trigram.
+const (
+	listPlain = iota
+	listWindow
+	listTrigram
+)
+
+// searchWindow is how many of the newest otherwise-matching cases the window mode searches.
+const searchWindow = 2000
 
 // buildListQuery validates a list request's query parameters (a 400 naming every bad one)
-// and builds its select; with trigrams, q also goes through the trigram index.
-func buildListQuery(r *http.Request, companyID string, trigrams bool) (*listQuery, error) {
+// and builds its select in a mode (listPlain, listWindow, listTrigram; see above).
+func buildListQuery(r *http.Request, companyID string, mode int) (*listQuery, error) {
 	var term string
 	var d []detail
 	bad := func(path, msg string) { d = append(d, detail{Path: path, Message: msg}) }
@@ -130,15 +141,19 @@ func buildListQuery(r *http.Request, companyID string, trigrams bool) (*listQuer
 			where = append(where, "c.parent_case_id = "+arg(parent))
 		}
 	}
+	var qWhere []string
 	if q := strings.TrimSpace(r.URL.Query().Get("q")); q != "" {
-		where = append(where, "c.search_text LIKE lower("+arg("%"+likeEscape(q)+"%")+")")
+		qWhere = append(qWhere, "c.search_text LIKE lower("+arg("%"+likeEscape(q)+"%")+")")
 		if utf8.RuneCountInString(q) >= 3 {
 			term = q
-			if trigrams {
-				// Every trigram of the term must be among the case's: the GIN index finds rare terms.
-				where = append(where, "c.search_trigrams @> (case_trigrams(lower("+arg(q)+")) || ('co:' || $1::text))")
+			if mode == listTrigram {
+				// Every trigram of the term (and the company) must be among the case's.
+				qWhere = append(qWhere, "c.search_trigrams @> (case_trigrams(lower("+arg(q)+")) || ('co:' || $1::text))")
 			}
 		}
+	}
+	if term == "" {
+		mode = listPlain
 	}
 	includeAncestors, err := boolParam(r, "includeAncestors")
 	if err != nil {
@@ -151,43 +166,40 @@ func buildListQuery(r *http.Request, companyID string, trigrams bool) (*listQuer
 	if err := validation(d); err != nil {
 		return nil, err
 	}
-	return &listQuery{SQL: `SELECT ` + prefixCols("c.") + ` FROM cases c WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY c.last_activity_at DESC, c.id DESC LIMIT ` + arg(limit), Args: args, IncludeAncestors: includeAncestors, Term: term}, nil
+	const order = ` ORDER BY c.last_activity_at DESC, c.id DESC`
+	var sql string
+	if mode == listWindow {
+		sql = `SELECT ` + prefixCols("c.") + ` FROM (SELECT * FROM cases c WHERE ` + strings.Join(where, " AND ") + order +
+			` LIMIT ` + strconv.Itoa(searchWindow) + `) c WHERE ` + strings.Join(qWhere, " AND ") + order + ` LIMIT ` + arg(limit)
+	} else {
+		sql = `SELECT ` + prefixCols("c.") + ` FROM cases c WHERE ` + strings.Join(append(where, qWhere...), " AND ") + order +
+			` LIMIT ` + arg(limit)
+	}
+	return &listQuery{SQL: sql, Args: args, IncludeAncestors: includeAncestors, Limit: limit, Term: term}, nil
 }
 
 func (x *Cases) handleList(rw http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	companyID := sdk.CompanyIDFrom(ctx)
-	lq, err := buildListQuery(r, companyID, false)
+	lq, err := buildListQuery(r, companyID, listWindow)
 	if err != nil {
 		x.writeErr(rw, err)
 		return
 	}
-	if lq.Term != "" {
-		// A substring search: when few cases hold every trigram of the term, fetch those
-		// through the trigram index; a common term is found faster in activity order.
-		var n int
-		if err := x.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM cases WHERE company_id = $1
-			AND search_trigrams @> (case_trigrams(lower($2)) || ('co:' || $1::text)) LIMIT $3) x`, companyID, lq.Term, trigramProbeMax+1).Scan(&n); err != nil {
-			x.writeErr(rw, fmt.Errorf("error probing case search: %w", err))
+	list, err := x.listCases(ctx, lq)
+	if err != nil {
+		x.writeErr(rw, err)
+		return
+	}
+	if lq.Term != "" && len(list) < lq.Limit {
+		// The newest cases did not fill the page: the term is rare, or absent.
+		if lq, err = buildListQuery(r, companyID, listTrigram); err == nil {
+			list, err = x.listCases(ctx, lq)
+		}
+		if err != nil {
+			x.writeErr(rw, err)
 			return
 		}
-		if n <= trigramProbeMax {
-			if lq, err = buildListQuery(r, companyID, true); err != nil {
-				x.writeErr(rw, err)
-				return
-			}
-		}
-	}
-	rows, err := x.pool.Query(ctx, lq.SQL, lq.Args...)
-	if err != nil {
-		x.writeErr(rw, fmt.Errorf("error listing cases: %w", err))
-		return
-	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Case, error) { return scanCase(row) })
-	if err != nil {
-		x.writeErr(rw, fmt.Errorf("error listing cases: %w", err))
-		return
 	}
 	out := make([]ListedCase, 0, len(list))
 	if !lq.IncludeAncestors {
@@ -202,7 +214,7 @@ func (x *Cases) handleList(rw http.ResponseWriter, r *http.Request) {
 		matched = append(matched, c.ID)
 		out = append(out, ListedCase{Case: c, MatchesListFilters: ptr(true)})
 	}
-	rows, err = x.pool.Query(ctx, `WITH RECURSIVE up(id, depth) AS (
+	rows, err := x.pool.Query(ctx, `WITH RECURSIVE up(id, depth) AS (
 			SELECT parent_case_id, 1 FROM cases WHERE id = ANY($1::uuid[]) AND parent_case_id IS NOT NULL
 			UNION SELECT c.parent_case_id, up.depth + 1 FROM cases c JOIN up ON c.id = up.id
 			WHERE c.parent_case_id IS NOT NULL AND up.depth < 100)
@@ -227,6 +239,19 @@ func (x *Cases) handleList(rw http.ResponseWriter, r *http.Request) {
 		return out[i].ID > out[j].ID
 	})
 	sdk.WriteJSON(rw, http.StatusOK, out)
+}
+
+// listCases runs a list select.
+func (x *Cases) listCases(ctx context.Context, lq *listQuery) ([]*Case, error) {
+	rows, err := x.pool.Query(ctx, lq.SQL, lq.Args...)
+	if err != nil {
+		return nil, fmt.Errorf("error listing cases: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Case, error) { return scanCase(row) })
+	if err != nil {
+		return nil, fmt.Errorf("error listing cases: %w", err)
+	}
+	return list, nil
 }
 
 // prefixCols qualifies caseCols with a table alias.
