@@ -271,6 +271,10 @@ func TestOverrideWhileServing(t *testing.T) {
 	res = h.Do("PATCH", "/api/adapters/warp_drive/override", map[string]any{"paused": true})
 	require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
 	require.Equal(t, `Type "warp_drive" is not a builtin adapter.`, res.Map(t)["error"])
+	flag2 := filepath.Join(t.TempDir(), "go")
+	slow2 := f.agent("Slow Two", "while [ ! -f "+flag2+" ]; do sleep 0.05; done; "+script)
+	inflight = f.wake(slow2)
+	f.wait(inflight, "running")
 	res = h.Do("PATCH", "/api/adapters/process/override", map[string]any{"paused": true})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	require.Equal(t, map[string]any{"type": "process", "paused": true, "changed": true, "activeKey": "adapter.process"}, res.Map(t))
@@ -279,6 +283,10 @@ func TestOverrideWhileServing(t *testing.T) {
 	require.Equal(t, "adapter.process", e["activeKey"])
 	by, _ = f.servedBy(quick)
 	require.Equal(t, "builtin", by, "a paused override sends the next runs to the built-in")
+	require.NoError(t, os.WriteFile(flag2, nil, 0o644))
+	run = f.wait(inflight, "succeeded", "failed", "timed_out", "cancelled")
+	by, _ = adapterOf(run)
+	require.Equal(t, "custom", by, "a run in flight on the override finishes there after the pause: %v", run)
 	res = h.Do("PATCH", "/api/adapters/process/override", map[string]any{"paused": true})
 	require.Equal(t, false, res.Map(t)["changed"])
 	res = h.Do("PATCH", "/api/adapters/process/override", map[string]any{"paused": false})
@@ -302,12 +310,25 @@ func TestOverrideWhileServing(t *testing.T) {
 	by, _ = f.servedBy(quick)
 	require.Equal(t, "custom", by)
 
-	// Delete restores the built-in; built-ins and unknown types cannot be deleted.
-	res = h.Do("DELETE", "/api/adapters/process", nil)
-	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
-	require.Equal(t, map[string]any{"type": "process", "removed": true, "restored": "adapter.process"}, res.Map(t))
+	// Delete restores the built-in at once for new runs; a run in flight on the override
+	// finishes there before it goes (the delete waits for it). Built-ins and unknown types
+	// cannot be deleted.
+	flag3 := filepath.Join(t.TempDir(), "go")
+	slow3 := f.agent("Slow Three", "while [ ! -f "+flag3+" ]; do sleep 0.05; done; "+script)
+	inflight = f.wake(slow3)
+	f.wait(inflight, "running")
+	deleted := make(chan *sdktest.Response, 1)
+	go func() { deleted <- h.Do("DELETE", "/api/adapters/process", nil) }()
+	sdktest.WaitFor(t, 60*time.Second, func() bool { return f.registry("process")["override"] == false }, "the override to leave the registry")
 	by, _ = f.servedBy(quick)
 	require.Equal(t, "builtin", by, "deleting the override restores the built-in")
+	require.NoError(t, os.WriteFile(flag3, nil, 0o644))
+	run = f.wait(inflight, "succeeded", "failed", "timed_out", "cancelled")
+	by, _ = adapterOf(run)
+	require.Equal(t, "custom", by, "a run in flight on a deleted override finishes there: %v", run)
+	res = <-deleted
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, map[string]any{"type": "process", "removed": true, "restored": "adapter.process"}, res.Map(t))
 	e = f.registry("process")
 	require.Equal(t, false, e["override"])
 	require.Equal(t, "builtin", e["source"])
@@ -335,6 +356,12 @@ func TestOverrideWhileServing(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s", res.Body)
 	require.True(t, strings.HasPrefix(res.Map(t)["error"].(string), "Unknown adapter type: warp_drive (known types: "), "%s", res.Body)
 	require.Contains(t, res.Map(t)["error"], "process")
+
+	res = h.Do("GET", "/api/openapi.json", nil)
+	require.Equal(t, http.StatusOK, res.Status)
+	for _, path := range []string{"/api/adapters", "/api/adapters/install", "/api/adapters/{type}/override", "/api/adapters/{type}/ui-parser.js"} {
+		require.Contains(t, string(res.Body), `"`+path+`"`)
+	}
 
 	// The steady stream of runs all succeeded, on whichever adapter was active.
 	sdktest.WaitFor(t, 90*time.Second, func() bool { return load.count() >= 3 }, "a few steady runs")
