@@ -14,8 +14,8 @@ import (
 
 // ConfigChangedMethod is the reserved Call method with which the host delivers a new
 // config to a running extension (POST /api/plugins/{id}/config), without a restart. The
-// SDK answers it: Env.Config is replaced and the extension's ConfigChangeHandler, if any,
-// is called. Extensions never see it, and no manifest can provide it.
+// SDK answers it by calling the extension's ConfigChangeHandler, if any. Extensions never
+// see it, and no manifest can provide it.
 const ConfigChangedMethod = "keel.config.changed"
 
 // ConfigValidateMethod is the reserved Call method with which the host asks an extension's
@@ -30,9 +30,9 @@ const CodeNotSupported = "not_supported"
 const hostCaller = "host"
 
 // ConfigChangeHandler is implemented by extensions that react to a config change while
-// running. OnConfigChange is called with the new config (already valid against the
-// manifest's config schema) after Env.Config was replaced; an error is reported to the
-// admin who saved it (the config stays saved). Since protocol v1.
+// running (the Env given to Configure keeps the config of that start). OnConfigChange is
+// called with the new config, already valid against the manifest's config schema; an
+// error is reported to the admin who saved it (the config stays saved). Since protocol v1.
 type ConfigChangeHandler interface {
 	OnConfigChange(ctx context.Context, config json.RawMessage) error
 }
@@ -57,7 +57,10 @@ func (s *server) reservedConfigCall(ctx context.Context, method string, input []
 	case ConfigChangedMethod:
 		s.mu.Lock()
 		if s.env != nil {
-			s.env.Config = append(json.RawMessage(nil), input...)
+			// A copy: the extension may be reading the Env it was configured with.
+			env := *s.env
+			env.Config = append(json.RawMessage(nil), input...)
+			s.env = &env
 		}
 		s.mu.Unlock()
 		if h, ok := s.ext.(ConfigChangeHandler); ok {

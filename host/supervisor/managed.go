@@ -218,8 +218,11 @@ func (m *managed) launch(ctx context.Context) error {
 		m.setStatus(ctx, kernel.ExtensionError, "extension.failed", err)
 		return err
 	}
+	m.mu.Lock()
+	config := m.rec.Config
+	m.mu.Unlock()
 	configure := &extensionv1.ConfigureRequest{
-		ConfigJson: m.rec.Config, DatabaseUrl: dbURL, DataDir: dataDir, InstanceId: m.s.k.InstanceID(),
+		ConfigJson: config, DatabaseUrl: dbURL, DataDir: dataDir, InstanceId: m.s.k.InstanceID(),
 		ApiUrl: m.s.cfg.APIURL, KernelVersion: kernel.Version,
 	}
 	if mf.Runtime.Kind == sdk.RuntimeWasm {

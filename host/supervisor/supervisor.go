@@ -347,7 +347,7 @@ func (s *Supervisor) reconcileOne(ctx context.Context, m *managed) {
 	on := s.flagOn(ctx, m)
 	active := m.active()
 	switch {
-	case on && !active && !m.lazy() && m.rec.Enabled:
+	case on && !active && !m.lazy() && m.enabled():
 		if err := m.startLocked(ctx); err != nil {
 			s.log.Warn("extension failed to start after its flag was turned on", "extension", m.key, "error", err)
 		}
