@@ -420,3 +420,43 @@ func TestPausedOverrideSurvivesRestart(t *testing.T) {
 	require.Equal(t, "custom", by)
 	require.Equal(t, "path", f3.registry("process")["source"])
 }
+
+// TestOverrideAcrossNodes runs two keel nodes on one database and package store: an
+// override installed on one is loaded by the other (it follows the registry), a pause made
+// on one holds on both at once (it is a kernel row read per run), and a delete on one is
+// followed by the other.
+func TestOverrideAcrossNodes(t *testing.T) {
+	t.Parallel()
+	dir := packageDir(t)
+	store := host.NewDirInstaller(filepath.Join(t.TempDir(), "packages"))
+	configure := func(c *host.Config) { c.Installer = store }
+	a := sdktest.Start(t, sdktest.Options{Builtins: true, Configure: configure})
+	b := sdktest.Start(t, sdktest.Options{Builtins: true, Configure: configure, DatabaseURL: a.DatabaseURL})
+	fa := &fixture{t: t, h: a, company: a.CreateCompany("Two Node Adapter Co")}
+	fb := &fixture{t: t, h: b, company: fa.company}
+	agent := fa.agent("Either Node", `echo ran-${KEEL_CUSTOM_ADAPTER:+custom}${KEEL_CUSTOM_ADAPTER:-builtin}`)
+
+	res := a.Do("POST", "/api/adapters/install", map[string]any{"packageName": dir, "isLocalPath": true})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	sdktest.WaitFor(t, 60*time.Second, func() bool { return fb.registry("process")["activeKey"] == "adapter.process.custom" },
+		"the other node to load the override")
+	for range 2 {
+		by, _ := fb.servedBy(agent)
+		require.Equal(t, "custom", by)
+	}
+	res = a.Do("PATCH", "/api/adapters/process/override", map[string]any{"paused": true})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, true, fb.registry("process")["paused"], "a pause holds on every node at once")
+	for range 2 {
+		by, _ := fb.servedBy(agent)
+		require.Equal(t, "builtin", by)
+	}
+	res = a.Do("PATCH", "/api/adapters/process/override", map[string]any{"paused": false})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	res = a.Do("DELETE", "/api/adapters/process", nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	sdktest.WaitFor(t, 60*time.Second, func() bool { return fb.registry("process")["override"] == false },
+		"the other node to follow the delete")
+	by, _ := fb.servedBy(agent)
+	require.Equal(t, "builtin", by)
+}
