@@ -351,6 +351,24 @@ func TestOverrideWhileServing(t *testing.T) {
 	res = h.Do("POST", "/api/adapters/install", map[string]any{"isLocalPath": true})
 	require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
 
+	// The built-in's schema is its agents' adapterConfig schema; a spec type no adapter
+	// serves has none. Disabling a type is recorded in the registry; its agents still run.
+	res = h.Do("GET", "/api/adapters/process/config-schema", nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, "adapter.process", res.Map(t)["key"])
+	require.NotNil(t, res.Map(t)["adapterConfigSchema"])
+	res = h.Do("GET", "/api/adapters/alpha_local/config-schema", nil)
+	require.Equal(t, http.StatusNotFound, res.Status, "%s", res.Body)
+	require.Equal(t, `Adapter "alpha_local" has no config schema.`, res.Map(t)["error"])
+	res = h.Do("PATCH", "/api/adapters/process", map[string]any{"disabled": true})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, true, res.Map(t)["disabled"])
+	by, _ = f.servedBy(quick)
+	require.Equal(t, "builtin", by)
+	res = h.Do("PATCH", "/api/adapters/process", map[string]any{"disabled": false})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, false, f.registry("process")["disabled"])
+
 	// Unknown adapter types are refused on agent create with the registry's list.
 	res = h.Do("POST", "/api/companies/"+f.company+"/agents", map[string]any{"name": "Warp", "adapterType": "warp_drive"})
 	require.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s", res.Body)
