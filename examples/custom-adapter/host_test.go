@@ -271,6 +271,10 @@ func TestOverrideWhileServing(t *testing.T) {
 	res = h.Do("PATCH", "/api/adapters/warp_drive/override", map[string]any{"paused": true})
 	require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
 	require.Equal(t, `Type "warp_drive" is not a builtin adapter.`, res.Map(t)["error"])
+	flag2 := filepath.Join(t.TempDir(), "go")
+	slow2 := f.agent("Slow Two", "while [ ! -f "+flag2+" ]; do sleep 0.05; done; "+script)
+	inflight = f.wake(slow2)
+	f.wait(inflight, "running")
 	res = h.Do("PATCH", "/api/adapters/process/override", map[string]any{"paused": true})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	require.Equal(t, map[string]any{"type": "process", "paused": true, "changed": true, "activeKey": "adapter.process"}, res.Map(t))
@@ -279,6 +283,10 @@ func TestOverrideWhileServing(t *testing.T) {
 	require.Equal(t, "adapter.process", e["activeKey"])
 	by, _ = f.servedBy(quick)
 	require.Equal(t, "builtin", by, "a paused override sends the next runs to the built-in")
+	require.NoError(t, os.WriteFile(flag2, nil, 0o644))
+	run = f.wait(inflight, "succeeded", "failed", "timed_out", "cancelled")
+	by, _ = adapterOf(run)
+	require.Equal(t, "custom", by, "a run in flight on the override finishes there after the pause: %v", run)
 	res = h.Do("PATCH", "/api/adapters/process/override", map[string]any{"paused": true})
 	require.Equal(t, false, res.Map(t)["changed"])
 	res = h.Do("PATCH", "/api/adapters/process/override", map[string]any{"paused": false})
@@ -302,12 +310,25 @@ func TestOverrideWhileServing(t *testing.T) {
 	by, _ = f.servedBy(quick)
 	require.Equal(t, "custom", by)
 
-	// Delete restores the built-in; built-ins and unknown types cannot be deleted.
-	res = h.Do("DELETE", "/api/adapters/process", nil)
-	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
-	require.Equal(t, map[string]any{"type": "process", "removed": true, "restored": "adapter.process"}, res.Map(t))
+	// Delete restores the built-in at once for new runs; a run in flight on the override
+	// finishes there before it goes (the delete waits for it). Built-ins and unknown types
+	// cannot be deleted.
+	flag3 := filepath.Join(t.TempDir(), "go")
+	slow3 := f.agent("Slow Three", "while [ ! -f "+flag3+" ]; do sleep 0.05; done; "+script)
+	inflight = f.wake(slow3)
+	f.wait(inflight, "running")
+	deleted := make(chan *sdktest.Response, 1)
+	go func() { deleted <- h.Do("DELETE", "/api/adapters/process", nil) }()
+	sdktest.WaitFor(t, 60*time.Second, func() bool { return f.registry("process")["override"] == false }, "the override to leave the registry")
 	by, _ = f.servedBy(quick)
 	require.Equal(t, "builtin", by, "deleting the override restores the built-in")
+	require.NoError(t, os.WriteFile(flag3, nil, 0o644))
+	run = f.wait(inflight, "succeeded", "failed", "timed_out", "cancelled")
+	by, _ = adapterOf(run)
+	require.Equal(t, "custom", by, "a run in flight on a deleted override finishes there: %v", run)
+	res = <-deleted
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, map[string]any{"type": "process", "removed": true, "restored": "adapter.process"}, res.Map(t))
 	e = f.registry("process")
 	require.Equal(t, false, e["override"])
 	require.Equal(t, "builtin", e["source"])
@@ -330,11 +351,35 @@ func TestOverrideWhileServing(t *testing.T) {
 	res = h.Do("POST", "/api/adapters/install", map[string]any{"isLocalPath": true})
 	require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
 
+	// The built-in's schema is its agents' adapterConfig schema; a spec type no adapter
+	// serves has none. Disabling a type is recorded in the registry; its agents still run.
+	res = h.Do("GET", "/api/adapters/process/config-schema", nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, "adapter.process", res.Map(t)["key"])
+	require.NotNil(t, res.Map(t)["adapterConfigSchema"])
+	res = h.Do("GET", "/api/adapters/alpha_local/config-schema", nil)
+	require.Equal(t, http.StatusNotFound, res.Status, "%s", res.Body)
+	require.Equal(t, `Adapter "alpha_local" has no config schema.`, res.Map(t)["error"])
+	res = h.Do("PATCH", "/api/adapters/process", map[string]any{"disabled": true})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, true, res.Map(t)["disabled"])
+	by, _ = f.servedBy(quick)
+	require.Equal(t, "builtin", by)
+	res = h.Do("PATCH", "/api/adapters/process", map[string]any{"disabled": false})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, false, f.registry("process")["disabled"])
+
 	// Unknown adapter types are refused on agent create with the registry's list.
 	res = h.Do("POST", "/api/companies/"+f.company+"/agents", map[string]any{"name": "Warp", "adapterType": "warp_drive"})
 	require.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s", res.Body)
 	require.True(t, strings.HasPrefix(res.Map(t)["error"].(string), "Unknown adapter type: warp_drive (known types: "), "%s", res.Body)
 	require.Contains(t, res.Map(t)["error"], "process")
+
+	res = h.Do("GET", "/api/openapi.json", nil)
+	require.Equal(t, http.StatusOK, res.Status)
+	for _, path := range []string{"/api/adapters", "/api/adapters/install", "/api/adapters/{type}/override", "/api/adapters/{type}/ui-parser.js"} {
+		require.Contains(t, string(res.Body), `"`+path+`"`)
+	}
 
 	// The steady stream of runs all succeeded, on whichever adapter was active.
 	sdktest.WaitFor(t, 90*time.Second, func() bool { return load.count() >= 3 }, "a few steady runs")
@@ -392,4 +437,44 @@ func TestPausedOverrideSurvivesRestart(t *testing.T) {
 	by, _ = f3.servedBy(f3.agent("Pathfinder", `echo ran-${KEEL_CUSTOM_ADAPTER:+custom}${KEEL_CUSTOM_ADAPTER:-builtin}`))
 	require.Equal(t, "custom", by)
 	require.Equal(t, "path", f3.registry("process")["source"])
+}
+
+// TestOverrideAcrossNodes runs two keel nodes on one database and package store: an
+// override installed on one is loaded by the other (it follows the registry), a pause made
+// on one holds on both at once (it is a kernel row read per run), and a delete on one is
+// followed by the other.
+func TestOverrideAcrossNodes(t *testing.T) {
+	t.Parallel()
+	dir := packageDir(t)
+	store := host.NewDirInstaller(filepath.Join(t.TempDir(), "packages"))
+	configure := func(c *host.Config) { c.Installer = store }
+	a := sdktest.Start(t, sdktest.Options{Builtins: true, Configure: configure})
+	b := sdktest.Start(t, sdktest.Options{Builtins: true, Configure: configure, DatabaseURL: a.DatabaseURL})
+	fa := &fixture{t: t, h: a, company: a.CreateCompany("Two Node Adapter Co")}
+	fb := &fixture{t: t, h: b, company: fa.company}
+	agent := fa.agent("Either Node", `echo ran-${KEEL_CUSTOM_ADAPTER:+custom}${KEEL_CUSTOM_ADAPTER:-builtin}`)
+
+	res := a.Do("POST", "/api/adapters/install", map[string]any{"packageName": dir, "isLocalPath": true})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	sdktest.WaitFor(t, 60*time.Second, func() bool { return fb.registry("process")["activeKey"] == "adapter.process.custom" },
+		"the other node to load the override")
+	for range 2 {
+		by, _ := fb.servedBy(agent)
+		require.Equal(t, "custom", by)
+	}
+	res = a.Do("PATCH", "/api/adapters/process/override", map[string]any{"paused": true})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, true, fb.registry("process")["paused"], "a pause holds on every node at once")
+	for range 2 {
+		by, _ := fb.servedBy(agent)
+		require.Equal(t, "builtin", by)
+	}
+	res = a.Do("PATCH", "/api/adapters/process/override", map[string]any{"paused": false})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	res = a.Do("DELETE", "/api/adapters/process", nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	sdktest.WaitFor(t, 60*time.Second, func() bool { return fb.registry("process")["override"] == false },
+		"the other node to follow the delete")
+	by, _ := fb.servedBy(agent)
+	require.Equal(t, "builtin", by)
 }

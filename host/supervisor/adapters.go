@@ -372,6 +372,9 @@ func (s *Supervisor) describe(ctx context.Context, set *adapterSet, st *kernel.A
 	if m.src.Manifest.DisplayName != "" {
 		info.Label = m.src.Manifest.DisplayName
 	}
+	if !m.enabled() || info.Status == kernel.ExtensionError || info.Status == kernel.ExtensionDisabled {
+		return info // not asked to start just to describe itself
+	}
 	if ai, err := s.adapterInfo(ctx, m); err != nil {
 		s.log.Debug("adapter did not describe itself", "adapter", m.key, "error", err)
 	} else {
