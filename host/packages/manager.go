@@ -185,6 +185,8 @@ func (m *Manager) Install(ctx context.Context, req Request) (*Package, error) {
 	}
 	sum := sha256.Sum256(archive)
 	digest := hex.EncodeToString(sum[:])
+	unlock := m.lock(digest)
+	defer unlock()
 	if err := m.opts.Store.ExtensionPackageInsert(ctx, &kernel.ExtensionPackageInsertParams{
 		Digest: digest, PluginKey: mf.Key, Version: version, Source: source, PackageName: pkgName,
 		Manifest: mfJSON, Archive: archive,
@@ -278,7 +280,8 @@ func (m *Manager) onDisk(dir, digest string) (*Package, error) {
 	if rel != "" {
 		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
 		if err != nil {
-			return nil, fmt.Errorf("error reading %s: %w", rel, errors.Unwrap(err))
+			// Not wrapped: a missing artifact is damage, not an absent copy.
+			return nil, fmt.Errorf("error reading %s: %v", rel, errors.Unwrap(err))
 		}
 		sum := sha256.Sum256(data)
 		if got := hex.EncodeToString(sum[:]); got != want {
@@ -293,8 +296,13 @@ func (m *Manager) onDisk(dir, digest string) (*Package, error) {
 // racing writer's) is kept.
 func (m *Manager) materialiseSet(digest string, set *fileSet) (string, error) {
 	dir := filepath.Join(m.PackagesDir(), digest)
-	if _, err := os.Stat(filepath.Join(dir, manifestFile)); err == nil {
+	if _, err := m.onDisk(dir, digest); err == nil {
 		return dir, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		m.opts.Logger.Warn("materialised package does not verify; rewriting it", "digest", digest, "error", err)
+		if err := os.RemoveAll(dir); err != nil {
+			return "", fmt.Errorf("error removing damaged package %s: %w", digest, err)
+		}
 	}
 	if err := os.MkdirAll(m.PackagesDir(), 0o755); err != nil {
 		return "", fmt.Errorf("error creating %s: %w", m.PackagesDir(), err)

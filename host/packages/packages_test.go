@@ -311,6 +311,19 @@ func TestSharedStorage(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(again.Dir, exe))
 		require.NoError(t, err)
 		require.Equal(t, sum256(b), got.Manifest.Runtime.Artifacts[hostPlatformForTest()].SHA256)
+
+		require.NoError(t, os.Remove(filepath.Join(got.Dir, exe)))
+		_, err = nodeB.Materialise(ctx, pkg.Digest)
+		require.NoError(t, err)
+		require.FileExists(t, filepath.Join(got.Dir, exe), "a missing artifact is restored")
+
+		// Install finds a damaged copy too.
+		require.NoError(t, os.WriteFile(filepath.Join(pkg.Dir, exe), []byte("replaced"), 0o755))
+		_, err = nodeA.Install(ctx, packages.Request{PackageName: writeFile(t, "p.zip", makeZip(t, files)), IsLocalPath: true})
+		require.NoError(t, err)
+		b, err = os.ReadFile(filepath.Join(pkg.Dir, exe))
+		require.NoError(t, err)
+		require.Equal(t, sum256(b), got.Manifest.Runtime.Artifacts[hostPlatformForTest()].SHA256)
 	})
 
 	t.Run("BadDigest", func(t *testing.T) {
