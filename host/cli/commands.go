@@ -470,7 +470,7 @@ func (o *options) agentIDIn(ctx context.Context, c *client.Client, companyID, re
 			return a.ID, nil
 		}
 	}
-	return "", fmt.Errorf("no agent %q in the issue's company", ref)
+	return "", fmt.Errorf("no agent %q in the company", ref)
 }
 
 func printIssue(cmd *cobra.Command, o *options, is *client.Issue) error {
