@@ -188,7 +188,7 @@ func (o *options) companyID(ctx context.Context, c *client.Client) (string, erro
 	return "", fmt.Errorf("no company %q among the %d you can see", want, len(list.Items))
 }
 
-// agentID resolves an agent id or name within the company.
+// agentID resolves an agent id or name within the company of --company.
 func (o *options) agentID(ctx context.Context, c *client.Client, ref string) (string, error) {
 	if looksLikeID(ref) {
 		return ref, nil
@@ -197,16 +197,7 @@ func (o *options) agentID(ctx context.Context, c *client.Client, ref string) (st
 	if err != nil {
 		return "", err
 	}
-	list, err := c.Agents(ctx, companyID)
-	if err != nil {
-		return "", err
-	}
-	for _, a := range list.Items {
-		if strings.EqualFold(a.Name, ref) {
-			return a.ID, nil
-		}
-	}
-	return "", fmt.Errorf("no agent %q in the company", ref)
+	return o.agentIDIn(ctx, c, companyID, ref)
 }
 
 func looksLikeID(s string) bool {

@@ -217,6 +217,7 @@ func testLogin(t *testing.T, h *sdktest.Host) {
 		return id != ""
 	}, "the approval URL")
 	require.Contains(t, out.String(), "Waiting for approval")
+	require.Contains(t, out.String(), h.URL+" is local_trusted: commands work without a key")
 	res := h.Do("POST", "/api/cli-auth/challenges/"+id+"/approve", nil)
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	require.NoError(t, <-done, "%s", out.String())
@@ -233,6 +234,7 @@ func testLogin(t *testing.T, h *sdktest.Host) {
 	require.Equal(t, "board_key", field(t, who, "source"))
 
 	require.Contains(t, run(t, h, cfg, "logout"), "Logged out of "+h.URL)
+	require.NotEqual(t, "board_key", field(t, run(t, h, cfg, "whoami"), "source"), "without a key, local_trusted still answers")
 	b, err = os.ReadFile(cfg)
 	require.NoError(t, err)
 	require.NotContains(t, string(b), "pcp_board_")

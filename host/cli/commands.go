@@ -30,6 +30,10 @@ func loginCommand(o *options) *cobra.Command {
 			c.UserAgent = "keel-cli/" + cmd.Root().Version
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
+			out := cmd.OutOrStdout()
+			if hl, err := c.Health(ctx); err == nil && hl.DeploymentMode == "local_trusted" {
+				fmt.Fprintf(out, "%s is local_trusted: commands work without a key; logging in anyway.\n", u)
+			}
 			host, _ := os.Hostname()
 			access := "board"
 			if admin {
@@ -39,7 +43,6 @@ func loginCommand(o *options) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("error opening a CLI auth challenge at %s: %w", u, err)
 			}
-			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "Approve this CLI in keel (signed in as a board user): %s\n", ch.ApproveURL)
 			fmt.Fprintf(out, "Waiting for approval (until %s)...\n", ch.ExpiresAt.Local().Format(time.Kitchen))
 			key, err := c.WaitForApproval(ctx, ch)
@@ -467,7 +470,7 @@ func (o *options) agentIDIn(ctx context.Context, c *client.Client, companyID, re
 			return a.ID, nil
 		}
 	}
-	return "", fmt.Errorf("no agent %q in the issue's company", ref)
+	return "", fmt.Errorf("no agent %q in the company", ref)
 }
 
 func printIssue(cmd *cobra.Command, o *options, is *client.Issue) error {

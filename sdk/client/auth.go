@@ -112,3 +112,20 @@ func (c *Client) Me(ctx context.Context) (*Me, error) {
 func (c *Client) RevokeCurrent(ctx context.Context) error {
 	return c.call(ctx, epRevokeCurrent, nil, nil, nil, nil)
 }
+
+// Health is the instance's health answer.
+type Health struct {
+	Raw
+	Status             string `json:"status"`
+	Version            string `json:"version"`
+	DeploymentMode     string `json:"deploymentMode"`
+	DeploymentExposure string `json:"deploymentExposure"`
+}
+
+var epHealth = endpoint("GET", "/api/health", nil, Health{})
+
+// Health reads the instance's health: its version and deployment mode.
+func (c *Client) Health(ctx context.Context) (*Health, error) {
+	var out Health
+	return &out, c.call(ctx, epHealth, nil, nil, nil, &out)
+}
