@@ -117,7 +117,7 @@ func TestViewersChangeNothing(t *testing.T) {
 	require.Equal(t, "idle", do(http.StatusOK, "GET", "/api/agents/"+agent, nil)["status"])
 
 	// An operator works issues, but manages neither agents, secrets nor approvals.
-	res := h.Do("POST", c+"/issues", map[string]any{"title": "Operator's"}, operator...)
+	res = h.Do("POST", c+"/issues", map[string]any{"title": "Operator's"}, operator...)
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 	for _, attack := range []struct{ method, path string }{
 		{"POST", "/api/agents/" + agent + "/terminate"},
