@@ -17,6 +17,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/invopop/jsonschema"
 
+	"github.com/keelhq/keel/sdk"
 	"github.com/keelhq/keel/sdk/idem"
 )
 
@@ -29,9 +30,11 @@ func (k *Kernel) OpenAPI() ([]byte, error) {
 		OpenAPI: "3.1.0",
 		Info: openAPIInfo{Title: "keel API", Version: Version,
 			Description: "keel control-plane API, composed from the kernel's routes and every loaded extension's manifest routes."},
-		Paths: map[string]map[string]*openAPIOperation{},
+		Servers: []openAPIServer{k.openAPIServer()},
+		Paths:   map[string]map[string]*openAPIOperation{},
 		Components: openAPIComponents{
-			Schemas: map[string]json.RawMessage{"Error": json.RawMessage(openAPIErrorSchema)},
+			Schemas:   map[string]json.RawMessage{"Error": json.RawMessage(openAPIErrorSchema)},
+			Responses: openAPIErrorResponses(),
 			SecuritySchemes: map[string]any{
 				"bearer":  map[string]any{"type": "http", "scheme": "bearer", "description": "Board API key (pcp_board_…), agent API key (pcp_…) or local agent JWT"},
 				"session": map[string]any{"type": "apiKey", "in": "cookie", "name": SessionCookie, "description": "Board session (authenticated mode)"},
@@ -76,16 +79,21 @@ func (k *Kernel) OpenAPI() ([]byte, error) {
 		for _, seg := range splitPath(key) {
 			if isParam(seg) {
 				op.Parameters = append(op.Parameters, openAPIParameter{
-					Name: seg[1 : len(seg)-1], In: "path", Required: true, Schema: map[string]string{"type": "string"},
+					Name: seg[1 : len(seg)-1], In: "path", Required: true, Schema: stringSchema,
 				})
 			}
 		}
 		op.Parameters = append(op.Parameters, queryParameters(r.Params)...)
-		if r.Method == fiber.MethodPost && r.Access != AccessPublic && !idemSkip[r.Key()] {
+		op.Parameters = append(op.Parameters, declaredQueryParameters(r.Query, op.Parameters, r.Owner, doc.Components.Schemas)...)
+		idempotent := r.Method == fiber.MethodPost && r.Access != AccessPublic && !idemSkip[r.Key()]
+		if idempotent {
 			op.Parameters = append(op.Parameters, idempotencyKeyParameter)
 		}
 		if schema := requestSchema(r, doc.Components.Schemas); schema != nil {
 			op.RequestBody = &openAPIRequestBody{Required: true, Content: map[string]openAPIMedia{"application/json": {Schema: schema}}}
+		}
+		for _, st := range errorStatuses(r, op, idempotent) {
+			op.Responses[strconv.Itoa(st)] = map[string]string{"$ref": "#/components/responses/" + openAPIErrorNames[st]}
 		}
 		status := r.Status
 		if status == 0 {
@@ -98,10 +106,7 @@ func (k *Kernel) OpenAPI() ([]byte, error) {
 			}
 		}
 		op.Responses[strconv.Itoa(status)] = resp
-		op.Responses["default"] = map[string]any{
-			"description": "Error",
-			"content":     map[string]openAPIMedia{"application/json": {Schema: json.RawMessage(`{"$ref":"#/components/schemas/Error"}`)}},
-		}
+		op.Responses["default"] = map[string]string{"$ref": "#/components/responses/Error"}
 		item[strings.ToLower(r.Method)] = op
 	}
 	for owner := range owners {
@@ -122,6 +127,7 @@ const openAPIErrorSchema = `{"type":"object","required":["error"],"properties":{
 type openAPIDoc struct {
 	OpenAPI    string                                  `json:"openapi"`
 	Info       openAPIInfo                             `json:"info"`
+	Servers    []openAPIServer                         `json:"servers"`
 	Tags       []openAPITag                            `json:"tags"`
 	Paths      map[string]map[string]*openAPIOperation `json:"paths"`
 	Components openAPIComponents                       `json:"components"`
@@ -137,8 +143,14 @@ type openAPITag struct {
 	Name string `json:"name"`
 }
 
+type openAPIServer struct {
+	URL         string `json:"url"`
+	Description string `json:"description,omitempty"`
+}
+
 type openAPIComponents struct {
 	Schemas         map[string]json.RawMessage `json:"schemas"`
+	Responses       map[string]any             `json:"responses"`
 	SecuritySchemes map[string]any             `json:"securitySchemes"`
 }
 
@@ -156,16 +168,16 @@ type openAPIOperation struct {
 }
 
 type openAPIParameter struct {
-	Name        string            `json:"name"`
-	In          string            `json:"in"`
-	Description string            `json:"description,omitempty"`
-	Required    bool              `json:"required"`
-	Schema      map[string]string `json:"schema"`
+	Name        string          `json:"name"`
+	In          string          `json:"in"`
+	Description string          `json:"description,omitempty"`
+	Required    bool            `json:"required"`
+	Schema      json.RawMessage `json:"schema"`
 }
 
 // idempotencyKeyParameter documents Idempotency-Key on the authenticated POST routes.
 var idempotencyKeyParameter = openAPIParameter{
-	Name: idem.Header, In: "header", Schema: map[string]string{"type": "string"},
+	Name: idem.Header, In: "header", Schema: stringSchema,
 	Description: "Makes the request safe to retry: the same key with the same request (method, path, query, body) " +
 		"answers the original answer again (header Idempotent-Replayed: true) instead of creating twice; the same key " +
 		"with another request is 409 idempotency_key_reused. 1-255 printable ASCII characters, remembered per actor for " +
@@ -212,8 +224,8 @@ func uniqueOperationID(used map[string]bool, r *Route) string {
 
 // requestSchema is the route's declared JSON Schema or one reflected from its request type.
 func requestSchema(r *Route, defs map[string]json.RawMessage) json.RawMessage {
-	if len(bytes.TrimSpace(r.RequestSchema)) > 0 && json.Valid(r.RequestSchema) {
-		return r.RequestSchema
+	if schema := declaredSchema(r.RequestSchema, r.Owner, defs); schema != nil {
+		return schema
 	}
 	if r.Request == nil {
 		return nil
@@ -221,7 +233,12 @@ func requestSchema(r *Route, defs map[string]json.RawMessage) json.RawMessage {
 	return reflectedSchema(reflect.TypeOf(r.Request), defs)
 }
 
+// responseSchema is the route's declared JSON Schema of its answer or one reflected from
+// its response type.
 func responseSchema(r *Route, defs map[string]json.RawMessage) json.RawMessage {
+	if schema := declaredSchema(r.ResponseSchema, r.Owner, defs); schema != nil {
+		return schema
+	}
 	if r.Response == nil {
 		return nil
 	}
@@ -371,7 +388,173 @@ func queryParameters(params any) []openAPIParameter {
 		case reflect.Bool:
 			typ = "boolean"
 		}
-		out = append(out, openAPIParameter{Name: name, In: "query", Schema: map[string]string{"type": typ}})
+		out = append(out, openAPIParameter{Name: name, In: "query", Schema: json.RawMessage(`{"type":"` + typ + `"}`)})
 	}
 	return out
+}
+
+var stringSchema = json.RawMessage(`{"type":"string"}`)
+
+// openAPIServer is the document's server: the public base URL where one is configured,
+// otherwise the host that serves the document.
+func (k *Kernel) openAPIServer() openAPIServer {
+	if base := strings.TrimRight(k.cfg.PublicBaseURL, "/"); base != "" {
+		return openAPIServer{URL: base, Description: "This keel instance"}
+	}
+	return openAPIServer{URL: "/", Description: "The keel instance serving this document"}
+}
+
+// openAPIErrorNames names the shared error responses by status.
+var openAPIErrorNames = map[int]string{
+	http.StatusBadRequest:            "BadRequest",
+	http.StatusUnauthorized:          "Unauthorized",
+	http.StatusForbidden:             "Forbidden",
+	http.StatusNotFound:              "NotFound",
+	http.StatusConflict:              "Conflict",
+	http.StatusUnprocessableEntity:   "UnprocessableEntity",
+	http.StatusTooManyRequests:       "TooManyRequests",
+	http.StatusServiceUnavailable:    "ServiceUnavailable",
+	http.StatusRequestEntityTooLarge: "ContentTooLarge",
+	http.StatusNotImplemented:        "NotImplemented",
+	http.StatusPaymentRequired:       "PaymentRequired",
+	http.StatusGone:                  "Gone",
+	http.StatusLocked:                "Locked",
+	http.StatusPreconditionFailed:    "PreconditionFailed",
+	http.StatusBadGateway:            "BadGateway",
+}
+
+var openAPIErrorDescriptions = map[int]string{
+	http.StatusBadRequest:   "The request is malformed or fails validation (the message names each bad field)",
+	http.StatusUnauthorized: "No valid credentials: a board session or API key, an agent API key or agent JWT is required",
+	http.StatusForbidden: "The caller may not do this: the route is for another kind of actor, the caller has no access " +
+		"to the company, or lacks the route's permission",
+	http.StatusNotFound:            "The resource named in the path does not exist (or is not visible to the caller)",
+	http.StatusConflict:            "The request conflicts with the resource's state, or reuses an Idempotency-Key for another request",
+	http.StatusUnprocessableEntity: "The request is well-formed but cannot be carried out as asked",
+}
+
+// openAPIErrorResponses are the shared error responses: each the Error schema with its
+// status's description, plus Error itself for other statuses.
+func openAPIErrorResponses() map[string]any {
+	ref := map[string]openAPIMedia{"application/json": {Schema: json.RawMessage(`{"$ref":"#/components/schemas/Error"}`)}}
+	out := map[string]any{"Error": map[string]any{"description": "Error", "content": ref}}
+	for st, name := range openAPIErrorNames {
+		desc := openAPIErrorDescriptions[st]
+		if desc == "" {
+			desc = http.StatusText(st)
+		}
+		out[name] = map[string]any{"description": desc, "content": ref}
+	}
+	return out
+}
+
+// errorStatuses are the error statuses a route can answer: 400 with a body or query
+// parameters, 401 and 403 unless public (403 also for a permission or company check),
+// 404 with path parameters, 409 for an idempotent POST, 422 where an agent's JWT may name
+// another run, and the route's declared ones.
+func errorStatuses(r *Route, op *openAPIOperation, idempotent bool) []int {
+	set := map[int]bool{}
+	hasPath, hasQuery := false, false
+	for _, p := range op.Parameters {
+		hasPath = hasPath || p.In == "path"
+		hasQuery = hasQuery || p.In == "query"
+	}
+	if op.RequestBody != nil || hasQuery || hasPath {
+		set[http.StatusBadRequest] = true
+	}
+	if r.Access != AccessPublic {
+		set[http.StatusUnauthorized] = true
+		set[http.StatusForbidden] = true
+	}
+	if r.Permission != "" || r.CompanyFrom != CompanyFromNone {
+		set[http.StatusForbidden] = true
+	}
+	if hasPath {
+		set[http.StatusNotFound] = true
+	}
+	if idempotent {
+		set[http.StatusConflict] = true
+	}
+	if r.Access == AccessAgent || r.Access == AccessEither {
+		set[http.StatusUnprocessableEntity] = true
+	}
+	for _, st := range r.Errors {
+		if openAPIErrorNames[st] != "" {
+			set[st] = true
+		}
+	}
+	out := make([]int, 0, len(set))
+	for st := range set {
+		out = append(out, st)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// declaredQueryParameters documents an extension route's declared query parameters, skipping
+// names already documented.
+func declaredQueryParameters(params []sdk.QueryParam, have []openAPIParameter, owner string, defs map[string]json.RawMessage) []openAPIParameter {
+	seen := map[string]bool{}
+	for _, p := range have {
+		seen[p.In+" "+p.Name] = true
+	}
+	var out []openAPIParameter
+	for _, p := range params {
+		if p.Name == "" || seen["query "+p.Name] {
+			continue
+		}
+		seen["query "+p.Name] = true
+		schema := declaredSchema(p.Schema, owner, defs)
+		if schema == nil {
+			schema = stringSchema
+		}
+		out = append(out, openAPIParameter{Name: p.Name, In: "query", Description: p.Description, Required: p.Required, Schema: schema})
+	}
+	return out
+}
+
+// declaredSchema prepares a JSON Schema an extension declared: its $defs become components
+// named owner.Name (so two extensions' types never collide) and its references follow them.
+// Nil when there is no valid schema.
+func declaredSchema(raw json.RawMessage, owner string, defs map[string]json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(raw)) == 0 || !json.Valid(raw) {
+		return nil
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return raw // a boolean schema
+	}
+	_, hasDefs := top["$defs"]
+	_, hasDefinitions := top["definitions"]
+	_, hasSchema := top["$schema"]
+	_, hasID := top["$id"]
+	if !hasDefs && !hasDefinitions && !hasSchema && !hasID {
+		return raw
+	}
+	prefix := strings.Trim(schemaNameUnsafe.ReplaceAllString(owner, "_"), "_") + "."
+	found := map[string]json.RawMessage{}
+	var pairs []string // reference → component reference
+	for _, key := range []string{"$defs", "definitions"} {
+		var in map[string]json.RawMessage
+		if err := json.Unmarshal(top[key], &in); err == nil {
+			for name, def := range in {
+				comp := prefix + strings.Trim(schemaNameUnsafe.ReplaceAllString(name, "_"), "_")
+				found[comp] = def
+				pairs = append(pairs, `"#/`+key+`/`+name+`"`, `"#/components/schemas/`+comp+`"`)
+			}
+		}
+		delete(top, key)
+	}
+	replacer := strings.NewReplacer(pairs...)
+	rewrite := func(b []byte) json.RawMessage { return json.RawMessage(replacer.Replace(string(b))) }
+	for comp, def := range found {
+		defs[comp] = rewrite(def)
+	}
+	delete(top, "$schema")
+	delete(top, "$id")
+	out, err := json.Marshal(top)
+	if err != nil {
+		return nil
+	}
+	return rewrite(out)
 }
