@@ -17,9 +17,9 @@ import (
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/agents/{agentId}/config-revisions",
+		route{Response: new([]*configRevision), Method: "GET", Path: "/api/agents/{agentId}/config-revisions",
 			Summary: "List an agent's configuration revisions, newest first", Handle: handleRevisionList},
-		route{Method: "POST", Path: "/api/agents/{agentId}/config-revisions/{revisionId}/rollback",
+		route{Response: new(agentRecord), Method: "POST", Path: "/api/agents/{agentId}/config-revisions/{revisionId}/rollback",
 			Summary: "Restore the configuration recorded by a revision", Handle: handleRevisionRollback},
 	)
 }

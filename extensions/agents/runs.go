@@ -214,18 +214,18 @@ func (a *Agents) runForRequest(r *http.Request) (*heartbeatRun, error) {
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/companies/{companyId}/heartbeat-runs", CompanyFromPath: true,
+		route{Response: new([]*heartbeatRun), Method: "GET", Path: "/api/companies/{companyId}/heartbeat-runs", CompanyFromPath: true,
 			Summary: "List heartbeat runs of a company, newest first (filters agentId, status, limit).", Handle: (*Agents).listRunsRoute},
-		route{Method: "GET", Path: "/api/companies/{companyId}/live-runs", CompanyFromPath: true,
+		route{Response: new([]*heartbeatRun), Method: "GET", Path: "/api/companies/{companyId}/live-runs", CompanyFromPath: true,
 			Summary: "List queued and running heartbeat runs of a company.", Handle: (*Agents).liveRunsRoute},
-		route{Method: "GET", Path: "/api/heartbeat-runs/{runId}", Summary: "Get a heartbeat run.", Handle: (*Agents).getRunRoute},
-		route{Method: "GET", Path: "/api/heartbeat-runs/{runId}/events", Summary: "List the events of a heartbeat run (afterSeq, limit).",
+		route{Response: new(heartbeatRun), Method: "GET", Path: "/api/heartbeat-runs/{runId}", Summary: "Get a heartbeat run.", Handle: (*Agents).getRunRoute},
+		route{Response: new([]runEventView), Method: "GET", Path: "/api/heartbeat-runs/{runId}/events", Summary: "List the events of a heartbeat run (afterSeq, limit).",
 			Handle: (*Agents).runEventsRoute},
 		route{Method: "GET", Path: "/api/heartbeat-runs/{runId}/log",
 			Summary: "Read a run's log as text/plain from ?offset= (bytes). With ?follow=1 on a live run the request " +
 				"long-polls up to 25 s for new bytes; X-Log-Offset gives the next offset and X-Run-Live whether to poll again.",
 			Handle: (*Agents).runLogRoute},
-		route{Method: "POST", Path: "/api/heartbeat-runs/{runId}/cancel", Summary: "Cancel a queued or running heartbeat run.",
+		route{Response: new(cancelRunResult), Method: "POST", Path: "/api/heartbeat-runs/{runId}/cancel", Summary: "Cancel a queued or running heartbeat run.",
 			Handle: (*Agents).cancelRunRoute},
 	)
 }

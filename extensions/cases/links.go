@@ -15,12 +15,12 @@ import (
 
 func init() {
 	addRoutes(
-		route{Method: http.MethodPost, Path: "/api/cases/{id}/links",
+		route{Status: http.StatusCreated, Response: new(IssueLink), Method: http.MethodPost, Path: "/api/cases/{id}/links",
 			Summary: "Link an issue to a case as origin, work or reference (re-posting the pair returns the existing link)",
 			Body:    LinkCreateBody{}, Handle: (*Cases).handleLinkCreate},
-		route{Method: http.MethodDelete, Path: "/api/cases/{id}/links/{linkId}",
+		route{Response: new(map[string]bool), Method: http.MethodDelete, Path: "/api/cases/{id}/links/{linkId}",
 			Summary: "Remove an issue link from a case (records issue_unlinked)", Handle: (*Cases).handleLinkDelete},
-		route{Method: http.MethodGet, Path: "/api/issues/{issueId}/cases",
+		route{Response: new([]IssueCase), Method: http.MethodGet, Path: "/api/issues/{issueId}/cases",
 			Summary: "List the cases an issue (UUID or identifier) is linked to, with the link's role", Handle: (*Cases).handleIssueCases},
 	)
 }

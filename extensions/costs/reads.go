@@ -11,22 +11,22 @@ import (
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/summary", CompanyFromPath: true,
+		route{Response: new(map[string]any), Method: "GET", Path: "/api/companies/{companyId}/costs/summary", CompanyFromPath: true,
 			Summary: "Billed spend over from..to (ISO date-times, both optional; all time when omitted) against the monthly budget",
 			Handle:  handleCostSummary},
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/by-agent", CompanyFromPath: true,
+		route{Response: new([]map[string]any), Method: "GET", Path: "/api/companies/{companyId}/costs/by-agent", CompanyFromPath: true,
 			Summary: "Spend and tokens per agent over from..to", Handle: breakdownHandler(breakdownByAgent)},
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/by-agent-model", CompanyFromPath: true,
+		route{Response: new([]map[string]any), Method: "GET", Path: "/api/companies/{companyId}/costs/by-agent-model", CompanyFromPath: true,
 			Summary: "Spend and tokens per agent, provider, biller, billing type and model over from..to", Handle: breakdownHandler(breakdownByAgentModel)},
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/by-provider", CompanyFromPath: true,
+		route{Response: new([]map[string]any), Method: "GET", Path: "/api/companies/{companyId}/costs/by-provider", CompanyFromPath: true,
 			Summary: "Spend and tokens per provider, biller, billing type and model over from..to", Handle: breakdownHandler(breakdownByProvider)},
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/by-biller", CompanyFromPath: true,
+		route{Response: new([]map[string]any), Method: "GET", Path: "/api/companies/{companyId}/costs/by-biller", CompanyFromPath: true,
 			Summary: "Spend and tokens per biller over from..to", Handle: breakdownHandler(breakdownByBiller)},
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/by-project", CompanyFromPath: true,
+		route{Response: new([]map[string]any), Method: "GET", Path: "/api/companies/{companyId}/costs/by-project", CompanyFromPath: true,
 			Summary: "Spend and tokens per project over from..to (events attributed to a project)", Handle: breakdownHandler(breakdownByProject)},
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/window-spend", CompanyFromPath: true,
+		route{Response: new([]map[string]any), Method: "GET", Path: "/api/companies/{companyId}/costs/window-spend", CompanyFromPath: true,
 			Summary: "Rolling spend per provider and biller over the last 5 hours, 24 hours and 7 days", Handle: handleWindowSpend},
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/quota-windows", Access: sdk.AccessBoard, CompanyFromPath: true,
+		route{Response: new([]any), Method: "GET", Path: "/api/companies/{companyId}/costs/quota-windows", Access: sdk.AccessBoard, CompanyFromPath: true,
 			Summary: "Provider quota windows reported by adapters (none report quotas yet: an empty list)", Handle: handleQuotaWindows},
 	)
 }

@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	table.AddRoutes(route{
+	table.AddRoutes(route{Response: new(Snapshot),
 		Method: "GET", Path: "/api/companies/{companyId}/dashboard", Access: sdk.AccessEither, CompanyFromPath: true,
 		Summary: "The company health snapshot: agent, task, cost, approval and budget counts and 14 days of run activity",
 		Handle:  handleSnapshot,

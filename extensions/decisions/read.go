@@ -15,12 +15,12 @@ import (
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/companies/{companyId}/decisions", CompanyFromPath: true, Access: sdk.AccessBoard,
+		route{Response: new([]*Decision), Method: "GET", Path: "/api/companies/{companyId}/decisions", CompanyFromPath: true, Access: sdk.AccessBoard,
 			Summary: "List decisions newest first with targetChanged (filters status, bundleId, targetIssueId, originAgentId, limit 1-100)",
 			Handle:  (*Decisions).listRoute},
-		route{Method: "GET", Path: "/api/companies/{companyId}/decisions/stats", CompanyFromPath: true, Access: sdk.AccessEither,
+		route{Response: new(map[string]any), Method: "GET", Path: "/api/companies/{companyId}/decisions/stats", CompanyFromPath: true, Access: sdk.AccessEither,
 			Summary: "Decision counters grouped by ruleKey (an agent sees only itself)", Handle: (*Decisions).statsRoute},
-		route{Method: "GET", Path: "/api/decisions/{id}", Access: sdk.AccessEither,
+		route{Response: new(Decision), Method: "GET", Path: "/api/decisions/{id}", Access: sdk.AccessEither,
 			Summary: "Read a decision with its executions (the board, or the origin agent)", Handle: (*Decisions).getRoute},
 	)
 }

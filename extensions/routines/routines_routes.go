@@ -78,15 +78,15 @@ const (
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/companies/{companyId}/routines", CompanyFromPath: true,
+		route{Response: new([]RoutineListItem), Method: "GET", Path: "/api/companies/{companyId}/routines", CompanyFromPath: true,
 			Summary: "List the company's routines, newest update first, with trigger summaries, latest run and active execution issue",
 			Handle:  (*Routines).listRoute},
-		route{Method: "POST", Path: "/api/companies/{companyId}/routines", CompanyFromPath: true,
+		route{Status: http.StatusCreated, Response: new(Routine), Method: "POST", Path: "/api/companies/{companyId}/routines", CompanyFromPath: true,
 			Summary: "Create a routine (agents only for themselves)", Body: RoutineCreateBody{}, Handle: (*Routines).createRoute},
-		route{Method: "GET", Path: "/api/routines/{routineId}",
+		route{Response: new(RoutineDetail), Method: "GET", Path: "/api/routines/{routineId}",
 			Summary: "Read a routine with its project, agent, parent issue, triggers, recent runs and active execution issue",
 			Handle:  (*Routines).getRoute},
-		route{Method: "PATCH", Path: "/api/routines/{routineId}",
+		route{Response: new(Routine), Method: "PATCH", Path: "/api/routines/{routineId}",
 			Summary: "Update a routine (agents only their own, never reassigning it); a change records a new revision, and a " +
 				"baseRevisionId that is not the latest is refused with 409", Body: RoutinePatchBody{}, Handle: (*Routines).patchRoute},
 	)

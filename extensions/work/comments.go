@@ -44,13 +44,13 @@ const (
 
 func init() {
 	addRoutes(
-		route{Method: http.MethodGet, Path: "/api/issues/{id}/comments", Summary: "List an issue's comments, oldest first (after: comment id or ISO time; order asc|desc; limit ≤ 500)",
+		route{Response: new([]*Comment), Method: http.MethodGet, Path: "/api/issues/{id}/comments", Summary: "List an issue's comments, oldest first (after: comment id or ISO time; order asc|desc; limit ≤ 500)",
 			Handle: handleCommentList},
-		route{Method: http.MethodGet, Path: "/api/issues/{id}/comments/{commentId}", Summary: "Get one comment of an issue",
+		route{Response: new(Comment), Method: http.MethodGet, Path: "/api/issues/{id}/comments/{commentId}", Summary: "Get one comment of an issue",
 			Handle: handleCommentGet},
-		route{Method: http.MethodPost, Path: "/api/issues/{id}/comments", Summary: "Add a comment; @mentions wake the agents named, and the assignee agent is woken",
+		route{Status: http.StatusCreated, Response: new(Comment), Method: http.MethodPost, Path: "/api/issues/{id}/comments", Summary: "Add a comment; @mentions wake the agents named, and the assignee agent is woken",
 			Body: commentCreateBody{}, Handle: handleCommentCreate},
-		route{Method: http.MethodDelete, Path: "/api/issues/{id}/comments/{commentId}", Summary: "Delete a comment (its author or the board)",
+		route{Response: new(Comment), Method: http.MethodDelete, Path: "/api/issues/{id}/comments/{commentId}", Summary: "Delete a comment (its author or the board)",
 			Handle: handleCommentDelete},
 	)
 	addMethods(map[string]method{

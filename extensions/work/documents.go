@@ -43,21 +43,21 @@ const (
 
 func init() {
 	addRoutes(
-		route{Method: http.MethodGet, Path: "/api/issues/{id}/documents", Summary: "List an issue's documents",
+		route{Response: new([]*IssueDocumentSummary), Method: http.MethodGet, Path: "/api/issues/{id}/documents", Summary: "List an issue's documents",
 			Handle: handleDocumentList},
-		route{Method: http.MethodGet, Path: "/api/issues/{id}/documents/{key}", Summary: "Get an issue document with its latest body",
+		route{Response: new(IssueDocument), Method: http.MethodGet, Path: "/api/issues/{id}/documents/{key}", Summary: "Get an issue document with its latest body",
 			Handle: handleDocumentGet},
-		route{Method: http.MethodPut, Path: "/api/issues/{id}/documents/{key}", Summary: "Create (no baseRevisionId) or update (baseRevisionId of the latest revision) an issue document",
+		route{Response: new(documentWrite), Method: http.MethodPut, Path: "/api/issues/{id}/documents/{key}", Summary: "Create (no baseRevisionId) or update (baseRevisionId of the latest revision) an issue document",
 			Body: documentPutBody{}, Handle: handleDocumentPut},
-		route{Method: http.MethodDelete, Path: "/api/issues/{id}/documents/{key}", Summary: "Delete an issue document and its revisions",
+		route{Response: new(map[string]any), Method: http.MethodDelete, Path: "/api/issues/{id}/documents/{key}", Summary: "Delete an issue document and its revisions",
 			Handle: handleDocumentDelete},
-		route{Method: http.MethodGet, Path: "/api/issues/{id}/documents/{key}/revisions", Summary: "List a document's revisions, newest first",
+		route{Response: new(map[string]any), Method: http.MethodGet, Path: "/api/issues/{id}/documents/{key}/revisions", Summary: "List a document's revisions, newest first",
 			Handle: handleDocumentRevisions},
-		route{Method: http.MethodPost, Path: "/api/issues/{id}/documents/{key}/revisions/{revisionId}/restore", Summary: "Write an old revision forward as the new latest revision",
+		route{Response: new(documentWrite), Method: http.MethodPost, Path: "/api/issues/{id}/documents/{key}/revisions/{revisionId}/restore", Summary: "Write an old revision forward as the new latest revision",
 			Handle: handleDocumentRestore},
-		route{Method: http.MethodPost, Path: "/api/issues/{id}/documents/{key}/lock", Summary: "Lock a document (idempotent; only the holder may then write)",
+		route{Response: new(DocumentLockState), Method: http.MethodPost, Path: "/api/issues/{id}/documents/{key}/lock", Summary: "Lock a document (idempotent; only the holder may then write)",
 			Handle: handleDocumentLock},
-		route{Method: http.MethodPost, Path: "/api/issues/{id}/documents/{key}/unlock", Summary: "Unlock a document (the holder or the board; idempotent)",
+		route{Response: new(DocumentLockState), Method: http.MethodPost, Path: "/api/issues/{id}/documents/{key}/unlock", Summary: "Unlock a document (the holder or the board; idempotent)",
 			Handle: handleDocumentUnlock},
 	)
 }

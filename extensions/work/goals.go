@@ -43,13 +43,13 @@ type Goal struct {
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/companies/{companyId}/goals", CompanyFromPath: true,
+		route{Response: new([]*Goal), Method: "GET", Path: "/api/companies/{companyId}/goals", CompanyFromPath: true,
 			Summary: "List the company's goals (filters status, level, parentId — 'null' for top-level goals)", Handle: handleGoalList},
-		route{Method: "POST", Path: "/api/companies/{companyId}/goals", CompanyFromPath: true,
+		route{Status: http.StatusCreated, Response: new(Goal), Method: "POST", Path: "/api/companies/{companyId}/goals", CompanyFromPath: true,
 			Summary: "Create a goal", Body: goalBody{}, Handle: handleGoalCreate},
-		route{Method: "GET", Path: "/api/goals/{id}", Summary: "Read a goal", Handle: handleGoalGet},
-		route{Method: "PATCH", Path: "/api/goals/{id}", Summary: "Update a goal (the partial create body)", Body: goalBody{}, Handle: handleGoalPatch},
-		route{Method: "DELETE", Path: "/api/goals/{id}", Summary: "Delete a goal; its children become top-level", Handle: handleGoalDelete},
+		route{Response: new(Goal), Method: "GET", Path: "/api/goals/{id}", Summary: "Read a goal", Handle: handleGoalGet},
+		route{Response: new(Goal), Method: "PATCH", Path: "/api/goals/{id}", Summary: "Update a goal (the partial create body)", Body: goalBody{}, Handle: handleGoalPatch},
+		route{Response: new(Goal), Method: "DELETE", Path: "/api/goals/{id}", Summary: "Delete a goal; its children become top-level", Handle: handleGoalDelete},
 	)
 }
 

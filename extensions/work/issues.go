@@ -139,25 +139,25 @@ type IssuePatchResult struct {
 
 func init() {
 	addRoutes(
-		route{Method: "POST", Path: "/api/companies/{companyId}/issues", CompanyFromPath: true,
+		route{Status: http.StatusCreated, Response: new(IssueView), Method: "POST", Path: "/api/companies/{companyId}/issues", CompanyFromPath: true,
 			Summary: "Create an issue (201; 200 with the existing issue for a repeated idempotencyKey)", Body: IssueCreateBody{},
 			Handle: (*Work).issueCreateRoute},
-		route{Method: "GET", Path: "/api/companies/{companyId}/issues", CompanyFromPath: true,
+		route{Response: new([]IssueView), Method: "GET", Path: "/api/companies/{companyId}/issues", CompanyFromPath: true,
 			Summary: "List a company's issues (filters status, assigneeAgentId ('null' = unassigned), assigneeUserId, projectId, " +
 				"parentId, goalId, labelId, q, originKind, originKindPrefix, originId, includeRoutineExecutions; sortField " +
 				"updatedAt|createdAt|priority|status, sortDir; limit 1-500 default 50, offset)",
 			Handle: (*Work).issueListRoute},
-		route{Method: "GET", Path: "/api/companies/{companyId}/issues/count", CompanyFromPath: true,
+		route{Response: new(map[string]int), Method: "GET", Path: "/api/companies/{companyId}/issues/count", CompanyFromPath: true,
 			Summary: "Count a company's issues with the list filters", Handle: (*Work).issueCountRoute},
-		route{Method: "GET", Path: "/api/issues/{id}",
+		route{Response: new(IssueDetail), Method: "GET", Path: "/api/issues/{id}",
 			Summary: "Get an issue by UUID or identifier with labels, blockers, blocked issues, ancestors, project and goal",
 			Handle:  (*Work).issueGetRoute},
-		route{Method: "PATCH", Path: "/api/issues/{id}",
+		route{Response: new(IssuePatchResult), Method: "PATCH", Path: "/api/issues/{id}",
 			Summary: "Update an issue (status moves follow the transition table; comment adds a comment)", Body: IssuePatchBody{},
 			Handle: (*Work).issuePatchRoute},
-		route{Method: "DELETE", Path: "/api/issues/{id}", Access: sdk.AccessBoard,
+		route{Response: new(Issue), Method: "DELETE", Path: "/api/issues/{id}", Access: sdk.AccessBoard,
 			Summary: "Delete an issue; its children lose their parent", Handle: (*Work).issueDeleteRoute},
-		route{Method: "POST", Path: "/api/issues/{id}/children",
+		route{Status: http.StatusCreated, Response: new(IssueView), Method: "POST", Path: "/api/issues/{id}/children",
 			Summary: "Create a child issue (acceptanceCriteria, blockParentUntilDone)", Body: IssueChildCreateBody{},
 			Handle: (*Work).issueChildCreateRoute},
 	)

@@ -354,7 +354,7 @@ type SearchResponse struct {
 }
 
 func init() {
-	addRoutes(route{Method: "GET", Path: "/api/companies/{companyId}/search", CompanyFromPath: true,
+	addRoutes(route{Response: new(SearchResponse), Method: "GET", Path: "/api/companies/{companyId}/search", CompanyFromPath: true,
 		Summary: "Search issues, comments, documents, artifacts, agents and projects (q ≤200, scope, limit 1–50, offset ≤200, " +
 			"issue filters status, priority, assigneeAgentId, assigneeUserId, projectId, labelId, updatedWithin, updatedAfter; " +
 			"sort relevance|updated|created|priority)",
