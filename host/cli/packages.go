@@ -122,6 +122,9 @@ func adapterCommand(o *options) *cobra.Command {
 	printAdapter := func(cmd *cobra.Command, a *client.Adapter) error {
 		return o.printer(cmd).fields(a.JSON(), "type", a.Type, "label", a.Label, "source", a.Source, "disabled", boolString(a.Disabled))
 	}
+	printInstalled := func(cmd *cobra.Command, a *client.AdapterInstalled) error {
+		return o.printer(cmd).fields(a.JSON(), "type", a.Type, "key", a.Key, "version", a.Version)
+	}
 	var version string
 	installCmd := &cobra.Command{
 		Use: "install PACKAGE|DIR", Short: "Install an external adapter from an npm package name or a local directory", Args: cobra.ExactArgs(1),
@@ -134,7 +137,7 @@ func adapterCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printAdapter(cmd, a)
+			return printInstalled(cmd, a)
 		},
 	}
 	installCmd.Flags().StringVar(&version, "version", "", "package version (npm; default latest)")
@@ -167,7 +170,7 @@ func adapterCommand(o *options) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printAdapter(cmd, a)
+				return printInstalled(cmd, a)
 			},
 		},
 		&cobra.Command{

@@ -177,6 +177,15 @@ type Adapter struct {
 	Disabled bool   `json:"disabled"`
 }
 
+// AdapterInstalled is the answer of an adapter install or reinstall: the type and the
+// package key and version now serving it.
+type AdapterInstalled struct {
+	Raw
+	Type    string `json:"type"`
+	Key     string `json:"key"`
+	Version string `json:"version"`
+}
+
 var (
 	epCompanies     = endpoint("GET", "/api/companies", nil, Company{})
 	epCompanyCreate = endpoint("POST", "/api/companies", struct {
@@ -214,9 +223,9 @@ var (
 	epPluginRemove  = endpoint("DELETE", "/api/plugins/{pluginId}", nil, nil)
 
 	epAdapters       = endpoint("GET", "/api/adapters", nil, Adapter{})
-	epAdapterInstall = endpoint("POST", "/api/adapters/install", PackageInstall{}, Adapter{})
+	epAdapterInstall = endpoint("POST", "/api/adapters/install", PackageInstall{}, AdapterInstalled{})
 	epAdapterUpdate  = endpoint("PATCH", "/api/adapters/{type}", map[string]any{}, Adapter{})
-	epAdapterReload  = endpoint("POST", "/api/adapters/{type}/reinstall", nil, Adapter{})
+	epAdapterReload  = endpoint("POST", "/api/adapters/{type}/reinstall", nil, AdapterInstalled{})
 	epAdapterRemove  = endpoint("DELETE", "/api/adapters/{type}", nil, nil)
 )
 
@@ -464,8 +473,8 @@ func (c *Client) Adapters(ctx context.Context) (*List[Adapter], error) {
 }
 
 // InstallAdapter installs an external adapter from a package name or a local path.
-func (c *Client) InstallAdapter(ctx context.Context, p PackageInstall) (*Adapter, error) {
-	var out Adapter
+func (c *Client) InstallAdapter(ctx context.Context, p PackageInstall) (*AdapterInstalled, error) {
+	var out AdapterInstalled
 	return &out, c.call(ctx, epAdapterInstall, nil, nil, p, &out)
 }
 
@@ -476,8 +485,8 @@ func (c *Client) SetAdapterDisabled(ctx context.Context, adapterType string, dis
 }
 
 // ReinstallAdapter re-runs an external adapter's install flow (its newest version).
-func (c *Client) ReinstallAdapter(ctx context.Context, adapterType string) (*Adapter, error) {
-	var out Adapter
+func (c *Client) ReinstallAdapter(ctx context.Context, adapterType string) (*AdapterInstalled, error) {
+	var out AdapterInstalled
 	return &out, c.call(ctx, epAdapterReload, []string{adapterType}, nil, nil, &out)
 }
 

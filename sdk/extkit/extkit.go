@@ -215,10 +215,9 @@ func QueryParams(v any) []sdk.QueryParam {
 		required[name] = true
 	}
 	var out []sdk.QueryParam
-	for i := range t.NumField() {
-		f := t.Field(i)
+	for _, f := range reflect.VisibleFields(t) {
 		name, _, _ := strings.Cut(f.Tag.Get("query"), ",")
-		if name == "" || name == "-" || !f.IsExported() {
+		if name == "" || name == "-" || !f.IsExported() || f.Anonymous {
 			continue
 		}
 		p := sdk.QueryParam{Name: name, Description: f.Tag.Get("doc"), Required: required[name]}
