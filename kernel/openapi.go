@@ -34,7 +34,7 @@ func (k *Kernel) OpenAPI() ([]byte, error) {
 		Paths:   map[string]map[string]*openAPIOperation{},
 		Components: openAPIComponents{
 			Schemas:   map[string]json.RawMessage{"Error": json.RawMessage(openAPIErrorSchema)},
-			Responses: openAPIErrorResponses(),
+			Responses: map[string]any{"Error": openAPIErrorResponse(0)},
 			SecuritySchemes: map[string]any{
 				"bearer":  map[string]any{"type": "http", "scheme": "bearer", "description": "Board API key (pcp_board_…), agent API key (pcp_…) or local agent JWT"},
 				"session": map[string]any{"type": "apiKey", "in": "cookie", "name": SessionCookie, "description": "Board session (authenticated mode)"},
@@ -90,10 +90,12 @@ func (k *Kernel) OpenAPI() ([]byte, error) {
 			op.Parameters = append(op.Parameters, idempotencyKeyParameter)
 		}
 		if schema := requestSchema(r, doc.Components.Schemas); schema != nil {
-			op.RequestBody = &openAPIRequestBody{Required: true, Content: map[string]openAPIMedia{"application/json": {Schema: schema}}}
+			op.RequestBody = &openAPIRequestBody{Required: true, Content: map[string]openAPIMedia{"application/json": {Schema: objectSubschemas(schema)}}}
 		}
 		for _, st := range errorStatuses(r, op, idempotent) {
-			op.Responses[strconv.Itoa(st)] = map[string]string{"$ref": "#/components/responses/" + openAPIErrorNames[st]}
+			name := openAPIErrorNames[st]
+			doc.Components.Responses[name] = openAPIErrorResponse(st)
+			op.Responses[strconv.Itoa(st)] = map[string]string{"$ref": "#/components/responses/" + name}
 		}
 		status := r.Status
 		if status == 0 {
@@ -102,7 +104,7 @@ func (k *Kernel) OpenAPI() ([]byte, error) {
 		resp := map[string]any{"description": http.StatusText(status)}
 		if status != http.StatusNoContent {
 			if schema := responseSchema(r, doc.Components.Schemas); schema != nil {
-				resp["content"] = map[string]openAPIMedia{"application/json": {Schema: schema}}
+				resp["content"] = map[string]openAPIMedia{"application/json": {Schema: objectSubschemas(schema)}}
 			}
 		}
 		op.Responses[strconv.Itoa(status)] = resp
@@ -110,7 +112,14 @@ func (k *Kernel) OpenAPI() ([]byte, error) {
 		item[strings.ToLower(r.Method)] = op
 	}
 	for owner := range owners {
-		doc.Tags = append(doc.Tags, openAPITag{Name: owner})
+		desc := "Routes of the " + owner + " extension"
+		if owner == OwnerKernel {
+			desc = "The kernel's own routes: companies, members and permissions, authentication, activity, settings, plugins and adapters"
+		}
+		doc.Tags = append(doc.Tags, openAPITag{Name: owner, Description: desc})
+	}
+	for name, def := range doc.Components.Schemas {
+		doc.Components.Schemas[name] = objectSubschemas(def)
 	}
 	sort.Slice(doc.Tags, func(i, j int) bool { return doc.Tags[i].Name < doc.Tags[j].Name })
 	var buf bytes.Buffer
@@ -140,7 +149,8 @@ type openAPIInfo struct {
 }
 
 type openAPITag struct {
-	Name string `json:"name"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
 }
 
 type openAPIServer struct {
@@ -433,19 +443,79 @@ var openAPIErrorDescriptions = map[int]string{
 	http.StatusUnprocessableEntity: "The request is well-formed but cannot be carried out as asked",
 }
 
-// openAPIErrorResponses are the shared error responses: each the Error schema with its
-// status's description, plus Error itself for other statuses.
-func openAPIErrorResponses() map[string]any {
+// openAPIErrorResponse is the shared error response of a status (0: any other error): the
+// Error schema with the status's description. Only the statuses some route answers become
+// components.
+func openAPIErrorResponse(status int) map[string]any {
 	ref := map[string]openAPIMedia{"application/json": {Schema: json.RawMessage(`{"$ref":"#/components/schemas/Error"}`)}}
-	out := map[string]any{"Error": map[string]any{"description": "Error", "content": ref}}
-	for st, name := range openAPIErrorNames {
-		desc := openAPIErrorDescriptions[st]
-		if desc == "" {
-			desc = http.StatusText(st)
-		}
-		out[name] = map[string]any{"description": desc, "content": ref}
+	desc := openAPIErrorDescriptions[status]
+	if desc == "" {
+		desc = http.StatusText(status)
+	}
+	if status == 0 {
+		desc = "Error"
+	}
+	return map[string]any{"description": desc, "content": ref}
+}
+
+// schemaKeywordsOfSchemas are the JSON Schema keywords whose value is a schema, and
+// schemaKeywordsOfSchemaLists and schemaKeywordsOfSchemaMaps those whose value is a list or
+// map of schemas.
+var (
+	schemaKeywordsOfSchemas     = []string{"items", "not", "contains", "if", "then", "else", "propertyNames", "unevaluatedItems"}
+	schemaKeywordsOfSchemaLists = []string{"anyOf", "oneOf", "allOf", "prefixItems"}
+	schemaKeywordsOfSchemaMaps  = []string{"properties", "patternProperties", "dependentSchemas", "$defs"}
+)
+
+// objectSubschemas writes boolean subschemas (true, false) as the object schemas {} and
+// {"not":{}}: JSON Schema allows both forms, but OpenAPI tools expect schema objects.
+func objectSubschemas(raw json.RawMessage) json.RawMessage {
+	if !bytes.Contains(raw, []byte("true")) && !bytes.Contains(raw, []byte("false")) {
+		return raw
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return raw
+	}
+	out, err := json.Marshal(objectSchema(v))
+	if err != nil {
+		return raw
 	}
 	return out
+}
+
+func objectSchema(v any) any {
+	switch s := v.(type) {
+	case bool:
+		if s {
+			return map[string]any{}
+		}
+		return map[string]any{"not": map[string]any{}}
+	case map[string]any:
+		for _, k := range schemaKeywordsOfSchemas {
+			if sub, ok := s[k]; ok {
+				s[k] = objectSchema(sub)
+			}
+		}
+		for _, k := range schemaKeywordsOfSchemaLists {
+			if list, ok := s[k].([]any); ok {
+				for i := range list {
+					list[i] = objectSchema(list[i])
+				}
+			}
+		}
+		for _, k := range schemaKeywordsOfSchemaMaps {
+			if m, ok := s[k].(map[string]any); ok {
+				for name := range m {
+					m[name] = objectSchema(m[name])
+				}
+			}
+		}
+		if ap, ok := s["additionalProperties"].(map[string]any); ok {
+			s["additionalProperties"] = objectSchema(ap)
+		}
+	}
+	return v
 }
 
 // errorStatuses are the error statuses a route can answer: 400 with a body or query
@@ -508,7 +578,7 @@ func declaredQueryParameters(params []sdk.QueryParam, have []openAPIParameter, o
 		if schema == nil {
 			schema = stringSchema
 		}
-		out = append(out, openAPIParameter{Name: p.Name, In: "query", Description: p.Description, Required: p.Required, Schema: schema})
+		out = append(out, openAPIParameter{Name: p.Name, In: "query", Description: p.Description, Required: p.Required, Schema: objectSubschemas(schema)})
 	}
 	return out
 }
