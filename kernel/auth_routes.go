@@ -408,7 +408,8 @@ type bootstrapClaimEndpoint struct{ k *Kernel }
 
 func (e *bootstrapClaimEndpoint) Meta() *EndpointMeta {
 	return &EndpointMeta{Pattern: "POST /api/bootstrap/claim", Access: AccessPublic,
-		Summary: "Claim the first instance admin from a signed-in browser session"}
+		Summary: "Claim the first instance admin from a signed-in browser session",
+		Errors:  []int{fiber.StatusUnauthorized, fiber.StatusNotFound, fiber.StatusConflict}}
 }
 
 func (e *bootstrapClaimEndpoint) Execute(ctx context.Context, _ *struct{}) (*BootstrapClaim, error) {

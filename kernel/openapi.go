@@ -17,6 +17,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/invopop/jsonschema"
 
+	"github.com/keelhq/keel/sdk"
 	"github.com/keelhq/keel/sdk/idem"
 )
 
@@ -29,9 +30,11 @@ func (k *Kernel) OpenAPI() ([]byte, error) {
 		OpenAPI: "3.1.0",
 		Info: openAPIInfo{Title: "keel API", Version: Version,
 			Description: "keel control-plane API, composed from the kernel's routes and every loaded extension's manifest routes."},
-		Paths: map[string]map[string]*openAPIOperation{},
+		Servers: []openAPIServer{k.openAPIServer()},
+		Paths:   map[string]map[string]*openAPIOperation{},
 		Components: openAPIComponents{
-			Schemas: map[string]json.RawMessage{"Error": json.RawMessage(openAPIErrorSchema)},
+			Schemas:   map[string]json.RawMessage{"Error": json.RawMessage(openAPIErrorSchema)},
+			Responses: map[string]any{"Error": openAPIErrorResponse(0)},
 			SecuritySchemes: map[string]any{
 				"bearer":  map[string]any{"type": "http", "scheme": "bearer", "description": "Board API key (pcp_board_…), agent API key (pcp_…) or local agent JWT"},
 				"session": map[string]any{"type": "apiKey", "in": "cookie", "name": SessionCookie, "description": "Board session (authenticated mode)"},
@@ -76,16 +79,23 @@ func (k *Kernel) OpenAPI() ([]byte, error) {
 		for _, seg := range splitPath(key) {
 			if isParam(seg) {
 				op.Parameters = append(op.Parameters, openAPIParameter{
-					Name: seg[1 : len(seg)-1], In: "path", Required: true, Schema: map[string]string{"type": "string"},
+					Name: seg[1 : len(seg)-1], In: "path", Required: true, Schema: stringSchema,
 				})
 			}
 		}
 		op.Parameters = append(op.Parameters, queryParameters(r.Params)...)
-		if r.Method == fiber.MethodPost && r.Access != AccessPublic && !idemSkip[r.Key()] {
+		op.Parameters = append(op.Parameters, declaredQueryParameters(r.Query, op.Parameters, r.Owner, doc.Components.Schemas)...)
+		idempotent := r.Method == fiber.MethodPost && r.Access != AccessPublic && !idemSkip[r.Key()]
+		if idempotent {
 			op.Parameters = append(op.Parameters, idempotencyKeyParameter)
 		}
 		if schema := requestSchema(r, doc.Components.Schemas); schema != nil {
-			op.RequestBody = &openAPIRequestBody{Required: true, Content: map[string]openAPIMedia{"application/json": {Schema: schema}}}
+			op.RequestBody = &openAPIRequestBody{Required: true, Content: map[string]openAPIMedia{"application/json": {Schema: objectSubschemas(schema)}}}
+		}
+		for _, st := range errorStatuses(r, op, idempotent) {
+			name := openAPIErrorNames[st]
+			doc.Components.Responses[name] = openAPIErrorResponse(st)
+			op.Responses[strconv.Itoa(st)] = map[string]string{"$ref": "#/components/responses/" + name}
 		}
 		status := r.Status
 		if status == 0 {
@@ -94,18 +104,22 @@ func (k *Kernel) OpenAPI() ([]byte, error) {
 		resp := map[string]any{"description": http.StatusText(status)}
 		if status != http.StatusNoContent {
 			if schema := responseSchema(r, doc.Components.Schemas); schema != nil {
-				resp["content"] = map[string]openAPIMedia{"application/json": {Schema: schema}}
+				resp["content"] = map[string]openAPIMedia{"application/json": {Schema: objectSubschemas(schema)}}
 			}
 		}
 		op.Responses[strconv.Itoa(status)] = resp
-		op.Responses["default"] = map[string]any{
-			"description": "Error",
-			"content":     map[string]openAPIMedia{"application/json": {Schema: json.RawMessage(`{"$ref":"#/components/schemas/Error"}`)}},
-		}
+		op.Responses["default"] = map[string]string{"$ref": "#/components/responses/Error"}
 		item[strings.ToLower(r.Method)] = op
 	}
 	for owner := range owners {
-		doc.Tags = append(doc.Tags, openAPITag{Name: owner})
+		desc := "Routes of the " + owner + " extension"
+		if owner == OwnerKernel {
+			desc = "The kernel's own routes: companies, members and permissions, authentication, activity, settings, plugins and adapters"
+		}
+		doc.Tags = append(doc.Tags, openAPITag{Name: owner, Description: desc})
+	}
+	for name, def := range doc.Components.Schemas {
+		doc.Components.Schemas[name] = objectSubschemas(def)
 	}
 	sort.Slice(doc.Tags, func(i, j int) bool { return doc.Tags[i].Name < doc.Tags[j].Name })
 	var buf bytes.Buffer
@@ -122,6 +136,7 @@ const openAPIErrorSchema = `{"type":"object","required":["error"],"properties":{
 type openAPIDoc struct {
 	OpenAPI    string                                  `json:"openapi"`
 	Info       openAPIInfo                             `json:"info"`
+	Servers    []openAPIServer                         `json:"servers"`
 	Tags       []openAPITag                            `json:"tags"`
 	Paths      map[string]map[string]*openAPIOperation `json:"paths"`
 	Components openAPIComponents                       `json:"components"`
@@ -134,11 +149,18 @@ type openAPIInfo struct {
 }
 
 type openAPITag struct {
-	Name string `json:"name"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+}
+
+type openAPIServer struct {
+	URL         string `json:"url"`
+	Description string `json:"description,omitempty"`
 }
 
 type openAPIComponents struct {
 	Schemas         map[string]json.RawMessage `json:"schemas"`
+	Responses       map[string]any             `json:"responses"`
 	SecuritySchemes map[string]any             `json:"securitySchemes"`
 }
 
@@ -156,16 +178,16 @@ type openAPIOperation struct {
 }
 
 type openAPIParameter struct {
-	Name        string            `json:"name"`
-	In          string            `json:"in"`
-	Description string            `json:"description,omitempty"`
-	Required    bool              `json:"required"`
-	Schema      map[string]string `json:"schema"`
+	Name        string          `json:"name"`
+	In          string          `json:"in"`
+	Description string          `json:"description,omitempty"`
+	Required    bool            `json:"required"`
+	Schema      json.RawMessage `json:"schema"`
 }
 
 // idempotencyKeyParameter documents Idempotency-Key on the authenticated POST routes.
 var idempotencyKeyParameter = openAPIParameter{
-	Name: idem.Header, In: "header", Schema: map[string]string{"type": "string"},
+	Name: idem.Header, In: "header", Schema: stringSchema,
 	Description: "Makes the request safe to retry: the same key with the same request (method, path, query, body) " +
 		"answers the original answer again (header Idempotent-Replayed: true) instead of creating twice; the same key " +
 		"with another request is 409 idempotency_key_reused. 1-255 printable ASCII characters, remembered per actor for " +
@@ -212,8 +234,8 @@ func uniqueOperationID(used map[string]bool, r *Route) string {
 
 // requestSchema is the route's declared JSON Schema or one reflected from its request type.
 func requestSchema(r *Route, defs map[string]json.RawMessage) json.RawMessage {
-	if len(bytes.TrimSpace(r.RequestSchema)) > 0 && json.Valid(r.RequestSchema) {
-		return r.RequestSchema
+	if schema := declaredSchema(r.RequestSchema, r.Owner, defs); schema != nil {
+		return schema
 	}
 	if r.Request == nil {
 		return nil
@@ -221,7 +243,12 @@ func requestSchema(r *Route, defs map[string]json.RawMessage) json.RawMessage {
 	return reflectedSchema(reflect.TypeOf(r.Request), defs)
 }
 
+// responseSchema is the route's declared JSON Schema of its answer or one reflected from
+// its response type.
 func responseSchema(r *Route, defs map[string]json.RawMessage) json.RawMessage {
+	if schema := declaredSchema(r.ResponseSchema, r.Owner, defs); schema != nil {
+		return schema
+	}
 	if r.Response == nil {
 		return nil
 	}
@@ -371,7 +398,233 @@ func queryParameters(params any) []openAPIParameter {
 		case reflect.Bool:
 			typ = "boolean"
 		}
-		out = append(out, openAPIParameter{Name: name, In: "query", Schema: map[string]string{"type": typ}})
+		out = append(out, openAPIParameter{Name: name, In: "query", Schema: json.RawMessage(`{"type":"` + typ + `"}`)})
 	}
 	return out
+}
+
+var stringSchema = json.RawMessage(`{"type":"string"}`)
+
+// openAPIServer is the document's server: the public base URL where one is configured,
+// otherwise the host that serves the document.
+func (k *Kernel) openAPIServer() openAPIServer {
+	if base := strings.TrimRight(k.cfg.PublicBaseURL, "/"); base != "" {
+		return openAPIServer{URL: base, Description: "This keel instance"}
+	}
+	return openAPIServer{URL: "/", Description: "The keel instance serving this document"}
+}
+
+// openAPIErrorNames names the shared error responses by status.
+var openAPIErrorNames = map[int]string{
+	http.StatusBadRequest:            "BadRequest",
+	http.StatusUnauthorized:          "Unauthorized",
+	http.StatusForbidden:             "Forbidden",
+	http.StatusNotFound:              "NotFound",
+	http.StatusConflict:              "Conflict",
+	http.StatusUnprocessableEntity:   "UnprocessableEntity",
+	http.StatusTooManyRequests:       "TooManyRequests",
+	http.StatusServiceUnavailable:    "ServiceUnavailable",
+	http.StatusRequestEntityTooLarge: "ContentTooLarge",
+	http.StatusNotImplemented:        "NotImplemented",
+	http.StatusPaymentRequired:       "PaymentRequired",
+	http.StatusGone:                  "Gone",
+	http.StatusLocked:                "Locked",
+	http.StatusPreconditionFailed:    "PreconditionFailed",
+	http.StatusBadGateway:            "BadGateway",
+}
+
+var openAPIErrorDescriptions = map[int]string{
+	http.StatusBadRequest:   "The request is malformed or fails validation (the message names each bad field)",
+	http.StatusUnauthorized: "No valid credentials: a board session or API key, an agent API key or agent JWT is required",
+	http.StatusForbidden: "The caller may not do this: the route is for another kind of actor, the caller has no access " +
+		"to the company, or lacks the route's permission",
+	http.StatusNotFound:            "The resource named in the path does not exist (or is not visible to the caller)",
+	http.StatusConflict:            "The request conflicts with the resource's state, or reuses an Idempotency-Key for another request",
+	http.StatusUnprocessableEntity: "The request is well-formed but cannot be carried out as asked",
+}
+
+// openAPIErrorResponse is the shared error response of a status (0: any other error): the
+// Error schema with the status's description. Only the statuses some route answers become
+// components.
+func openAPIErrorResponse(status int) map[string]any {
+	ref := map[string]openAPIMedia{"application/json": {Schema: json.RawMessage(`{"$ref":"#/components/schemas/Error"}`)}}
+	desc := openAPIErrorDescriptions[status]
+	if desc == "" {
+		desc = http.StatusText(status)
+	}
+	if status == 0 {
+		desc = "Error"
+	}
+	return map[string]any{"description": desc, "content": ref}
+}
+
+// schemaKeywordsOfSchemas are the JSON Schema keywords whose value is a schema, and
+// schemaKeywordsOfSchemaLists and schemaKeywordsOfSchemaMaps those whose value is a list or
+// map of schemas.
+var (
+	schemaKeywordsOfSchemas     = []string{"items", "not", "contains", "if", "then", "else", "propertyNames", "unevaluatedItems"}
+	schemaKeywordsOfSchemaLists = []string{"anyOf", "oneOf", "allOf", "prefixItems"}
+	schemaKeywordsOfSchemaMaps  = []string{"properties", "patternProperties", "dependentSchemas", "$defs"}
+)
+
+// objectSubschemas writes boolean subschemas (true, false) as the object schemas {} and
+// {"not":{}}: JSON Schema allows both forms, but OpenAPI tools expect schema objects.
+func objectSubschemas(raw json.RawMessage) json.RawMessage {
+	if !bytes.Contains(raw, []byte("true")) && !bytes.Contains(raw, []byte("false")) {
+		return raw
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return raw
+	}
+	out, err := json.Marshal(objectSchema(v))
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+func objectSchema(v any) any {
+	switch s := v.(type) {
+	case bool:
+		if s {
+			return map[string]any{}
+		}
+		return map[string]any{"not": map[string]any{}}
+	case map[string]any:
+		for _, k := range schemaKeywordsOfSchemas {
+			if sub, ok := s[k]; ok {
+				s[k] = objectSchema(sub)
+			}
+		}
+		for _, k := range schemaKeywordsOfSchemaLists {
+			if list, ok := s[k].([]any); ok {
+				for i := range list {
+					list[i] = objectSchema(list[i])
+				}
+			}
+		}
+		for _, k := range schemaKeywordsOfSchemaMaps {
+			if m, ok := s[k].(map[string]any); ok {
+				for name := range m {
+					m[name] = objectSchema(m[name])
+				}
+			}
+		}
+		if ap, ok := s["additionalProperties"].(map[string]any); ok {
+			s["additionalProperties"] = objectSchema(ap)
+		}
+	}
+	return v
+}
+
+// errorStatuses are the error statuses a route can answer: 400 with a body or query
+// parameters, 401 and 403 unless public (403 also for a permission or company check),
+// 404 with path parameters, 409 for an idempotent POST, 422 where an agent's JWT may name
+// another run, and the route's declared ones.
+func errorStatuses(r *Route, op *openAPIOperation, idempotent bool) []int {
+	set := map[int]bool{}
+	hasPath, hasQuery := false, false
+	for _, p := range op.Parameters {
+		hasPath = hasPath || p.In == "path"
+		hasQuery = hasQuery || p.In == "query"
+	}
+	if op.RequestBody != nil || hasQuery || hasPath {
+		set[http.StatusBadRequest] = true
+	}
+	if r.Access != AccessPublic {
+		set[http.StatusUnauthorized] = true
+		set[http.StatusForbidden] = true
+	}
+	if r.Permission != "" || r.CompanyFrom != CompanyFromNone {
+		set[http.StatusForbidden] = true
+	}
+	if hasPath {
+		set[http.StatusNotFound] = true
+	}
+	if idempotent {
+		set[http.StatusConflict] = true
+	}
+	if r.Access == AccessAgent || r.Access == AccessEither {
+		set[http.StatusUnprocessableEntity] = true
+	}
+	for _, st := range r.Errors {
+		if openAPIErrorNames[st] != "" {
+			set[st] = true
+		}
+	}
+	out := make([]int, 0, len(set))
+	for st := range set {
+		out = append(out, st)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// declaredQueryParameters documents an extension route's declared query parameters, skipping
+// names already documented.
+func declaredQueryParameters(params []sdk.QueryParam, have []openAPIParameter, owner string, defs map[string]json.RawMessage) []openAPIParameter {
+	seen := map[string]bool{}
+	for _, p := range have {
+		seen[p.In+" "+p.Name] = true
+	}
+	var out []openAPIParameter
+	for _, p := range params {
+		if p.Name == "" || seen["query "+p.Name] {
+			continue
+		}
+		seen["query "+p.Name] = true
+		schema := declaredSchema(p.Schema, owner, defs)
+		if schema == nil {
+			schema = stringSchema
+		}
+		out = append(out, openAPIParameter{Name: p.Name, In: "query", Description: p.Description, Required: p.Required, Schema: objectSubschemas(schema)})
+	}
+	return out
+}
+
+// declaredSchema prepares a JSON Schema an extension declared: its $defs become components
+// named owner.Name (so two extensions' types never collide) and its references follow them.
+// Nil when there is no valid schema.
+func declaredSchema(raw json.RawMessage, owner string, defs map[string]json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(raw)) == 0 || !json.Valid(raw) {
+		return nil
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return raw // a boolean schema
+	}
+	_, hasDefs := top["$defs"]
+	_, hasDefinitions := top["definitions"]
+	_, hasSchema := top["$schema"]
+	_, hasID := top["$id"]
+	if !hasDefs && !hasDefinitions && !hasSchema && !hasID {
+		return raw
+	}
+	prefix := strings.Trim(schemaNameUnsafe.ReplaceAllString(owner, "_"), "_") + "."
+	found := map[string]json.RawMessage{}
+	var pairs []string // reference → component reference
+	for _, key := range []string{"$defs", "definitions"} {
+		var in map[string]json.RawMessage
+		if err := json.Unmarshal(top[key], &in); err == nil {
+			for name, def := range in {
+				comp := prefix + strings.Trim(schemaNameUnsafe.ReplaceAllString(name, "_"), "_")
+				found[comp] = def
+				pairs = append(pairs, `"#/`+key+`/`+name+`"`, `"#/components/schemas/`+comp+`"`)
+			}
+		}
+		delete(top, key)
+	}
+	replacer := strings.NewReplacer(pairs...)
+	rewrite := func(b []byte) json.RawMessage { return json.RawMessage(replacer.Replace(string(b))) }
+	for comp, def := range found {
+		defs[comp] = rewrite(def)
+	}
+	delete(top, "$schema")
+	delete(top, "$id")
+	out, err := json.Marshal(top)
+	if err != nil {
+		return nil
+	}
+	return rewrite(out)
 }

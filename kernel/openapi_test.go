@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelhq/keel/kernel"
+	"github.com/keelhq/keel/sdk"
 )
 
 type openAPITestDoc struct {
@@ -61,6 +62,7 @@ func TestOpenAPI(t *testing.T) {
 
 	doc, body := get(t)
 	require.Equal(t, "3.1.0", doc.OpenAPI)
+	require.Contains(t, string(body), `"servers":[{"url":`)
 	requireRoutesDocumented(t, env.K.Routes.Routes(), doc)
 	for _, p := range []string{"/api/companies", "/api/companies/{companyId}", "/api/companies/{companyId}/activity",
 		"/api/companies/{companyId}/members/{memberId}/permissions", "/api/instance/settings/experimental", "/api/openapi.json", "/api/health"} {
@@ -103,7 +105,11 @@ func TestOpenAPI(t *testing.T) {
 			&kernel.Route{Method: "POST", Pattern: "/api/companies/{companyId}/widgets", Owner: "ext.widgets", Access: kernel.AccessBoard,
 				CompanyFrom: kernel.CompanyFromPath, Permission: "tasks:assign", Summary: "Create a widget", Status: http.StatusCreated,
 				RequestSchema: json.RawMessage(`{"type":"object","properties":{"size":{"type":"integer"}},"required":["size"]}`), Handler: ok},
-			&kernel.Route{Method: "GET", Pattern: "/api/widgets/{widgetId}", Owner: "ext.widgets", Access: kernel.AccessEither, Handler: ok},
+			&kernel.Route{Method: "GET", Pattern: "/api/widgets/{widgetId}", Owner: "ext.widgets", Access: kernel.AccessEither, Handler: ok,
+				ResponseSchema: json.RawMessage(`{"$schema":"https://json-schema.org/draft/2020-12/schema","$ref":"#/$defs/Widget",` +
+					`"$defs":{"Widget":{"type":"object","properties":{"size":{"type":"integer"},"meta":true,"parts":{"type":"array","items":{"$ref":"#/$defs/Widget"}}}}}}`),
+				Query:  []sdk.QueryParam{{Name: "deep", Description: "Include parts", Schema: json.RawMessage(`{"type":"boolean"}`)}},
+				Errors: []int{http.StatusConflict}},
 			&kernel.Route{Method: "DELETE", Pattern: "/api/widgets/{id}", Owner: "ext.widgets", Access: kernel.AccessBoard, Handler: ok},
 		))
 		doc, _ := get(t)
@@ -117,6 +123,21 @@ func TestOpenAPI(t *testing.T) {
 		require.NotContains(t, doc.Paths, "/api/widgets/{widgetId}")
 		require.Len(t, doc.Paths["/api/widgets/{id}"], 2)
 		require.Contains(t, string(doc.Paths["/api/widgets/{id}"]["get"]["parameters"]), `"name":"id"`)
+		// A declared answer's $defs become owner-prefixed components its references follow;
+		// declared query parameters and error statuses are listed.
+		widget := doc.Paths["/api/widgets/{id}"]["get"]
+		require.Contains(t, string(widget["responses"]), `"$ref":"#/components/schemas/ext.widgets.Widget"`)
+		require.Contains(t, doc.Components.Schemas, "ext.widgets.Widget")
+		require.Contains(t, string(doc.Components.Schemas["ext.widgets.Widget"]), `"items":{"$ref":"#/components/schemas/ext.widgets.Widget"}`)
+		require.Contains(t, string(doc.Components.Schemas["ext.widgets.Widget"]), `"meta":{}`)
+		require.Contains(t, string(widget["parameters"]), `{"name":"deep","in":"query","description":"Include parts","required":false,"schema":{"type":"boolean"}}`)
+		for _, st := range []string{"400", "401", "403", "404", "409", "422"} {
+			require.Contains(t, string(widget["responses"]), `"`+st+`":{"$ref":"#/components/responses/`, st)
+		}
+		post := doc.Paths["/api/companies/{companyId}/widgets"]["post"]
+		require.Contains(t, string(post["responses"]), `"201"`)
+		require.Contains(t, string(post["responses"]), `"409"`, "an idempotent POST can reuse a key")
+		require.NotContains(t, string(post["responses"]), `"422"`, "a board route never sees an agent's run")
 
 		env.K.Routes.RemoveOwner("ext.widgets")
 		doc, _ = get(t)

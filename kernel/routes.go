@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/keelhq/keel/sdk"
 )
 
 // Access says who may call a route.
@@ -64,6 +66,14 @@ type Route struct {
 	// RequestSchema is a JSON Schema of the request body, used instead of Request
 	// (extension routes declare it in their manifest).
 	RequestSchema json.RawMessage
+	// ResponseSchema is a JSON Schema of the success answer, used instead of Response
+	// (extension routes declare it in their manifest); its $defs become components.
+	ResponseSchema json.RawMessage
+	// Query documents query parameters beyond Params' (extension routes declare them).
+	Query []sdk.QueryParam
+	// Errors are error statuses the route answers beyond those implied by its access,
+	// path parameters and body, for documentation.
+	Errors []int
 	// Status is the success status, for documentation.
 	Status  int
 	Handler HandlerFunc

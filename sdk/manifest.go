@@ -208,6 +208,28 @@ type Route struct {
 	Summary string `json:"summary,omitempty"`
 	// RequestSchema is the JSON Schema of the request body, for /api/openapi.json.
 	RequestSchema json.RawMessage `json:"requestSchema,omitempty"`
+	// Status is the success status the route answers (default 200), for /api/openapi.json.
+	Status int `json:"status,omitempty" jsonschema:"minimum=200,maximum=299"`
+	// ResponseSchema is the JSON Schema of the success answer's body, for /api/openapi.json.
+	// Named types may live under $defs, referenced as #/$defs/Name.
+	ResponseSchema json.RawMessage `json:"responseSchema,omitempty"`
+	// Query documents the query parameters the route reads.
+	Query []QueryParam `json:"query,omitempty"`
+	// Errors lists error statuses the route can answer beyond those its access, path
+	// parameters and body imply (such as 409 for a conflict), for /api/openapi.json.
+	Errors []int `json:"errors,omitempty"`
+}
+
+// QueryParam is one query parameter of a route.
+type QueryParam struct {
+	// Name is the parameter's name.
+	Name string `json:"name"`
+	// Description says what the parameter does.
+	Description string `json:"description,omitempty"`
+	// Required is true when the route refuses a request without it.
+	Required bool `json:"required,omitempty"`
+	// Schema is the JSON Schema of the parameter's value.
+	Schema json.RawMessage `json:"schema,omitempty"`
 }
 
 // CompanyResolution says where a route's company id is found.

@@ -22,16 +22,16 @@ import (
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/companies/{companyId}/agents", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/agents", Response: new([]*agentRecord), CompanyFromPath: true,
 			Summary: "List the company's agents (terminated ones excluded)", Handle: handleAgentList},
-		route{Method: "GET", Path: "/api/agents/{agentId}",
+		route{Method: "GET", Path: "/api/agents/{agentId}", Response: new(agentRecord),
 			Summary: "Read an agent by id, or by shortname with ?companyId=, with chainOfCommand and access", Handle: handleAgentGet},
-		route{Method: "POST", Path: "/api/companies/{companyId}/agents", Access: sdk.AccessBoard, CompanyFromPath: true,
+		route{Method: "POST", Path: "/api/companies/{companyId}/agents", Status: http.StatusCreated, Response: new(agentRecord), Access: sdk.AccessBoard, CompanyFromPath: true,
 			Permission: "agents:create", Body: agentCreateBody{}, Summary: "Create an agent (status idle)", Handle: handleAgentCreate},
-		route{Method: "POST", Path: "/api/companies/{companyId}/agent-hires", CompanyFromPath: true, Body: agentHireBody{},
+		route{Method: "POST", Path: "/api/companies/{companyId}/agent-hires", Status: http.StatusCreated, Response: new(map[string]any), CompanyFromPath: true, Body: agentHireBody{},
 			Summary: "Hire an agent; a pending approval when the company requires board approval for new agents",
 			Handle:  handleAgentHire},
-		route{Method: "PATCH", Path: "/api/agents/{agentId}", Body: map[string]any{},
+		route{Method: "PATCH", Path: "/api/agents/{agentId}", Response: new(agentRecord), Body: map[string]any{},
 			Summary: "Update an agent's configuration (adapterConfig merged unless replaceAdapterConfig)", Handle: handleAgentPatch},
 	)
 }

@@ -83,10 +83,10 @@ func (o *wakeOutcome) body() any {
 
 func init() {
 	addRoutes(
-		route{Method: "POST", Path: "/api/agents/{agentId}/wakeup", Body: wakeBody{},
+		route{Method: "POST", Path: "/api/agents/{agentId}/wakeup", Body: wakeBody{}, Status: http.StatusAccepted,
 			Summary: "Wake an agent: 202 with the queued heartbeat run, or 202 {status:\"skipped\"} when the wake is suppressed.",
 			Handle:  func(a *Agents, rw http.ResponseWriter, r *http.Request) { a.wakeRoute(rw, r) }},
-		route{Method: "POST", Path: "/api/agents/{agentId}/heartbeat/invoke", Body: wakeBody{},
+		route{Method: "POST", Path: "/api/agents/{agentId}/heartbeat/invoke", Body: wakeBody{}, Status: http.StatusAccepted,
 			Summary: "Invoke an agent's heartbeat now (empty body allowed); same rules and answers as wakeup.",
 			Handle:  func(a *Agents, rw http.ResponseWriter, r *http.Request) { a.wakeRoute(rw, r) }},
 	)

@@ -9,17 +9,17 @@ import (
 
 func init() {
 	addRoutes(
-		route{Method: "POST", Path: "/api/agents/{agentId}/pause", Access: sdk.AccessBoard,
+		route{Method: "POST", Path: "/api/agents/{agentId}/pause", Response: new(agentRecord), Access: sdk.AccessBoard,
 			Summary: "Pause an agent (status paused, pauseReason manual)", Handle: lifecycleHandler(pauseAgent)},
-		route{Method: "POST", Path: "/api/agents/{agentId}/resume", Access: sdk.AccessBoard,
+		route{Method: "POST", Path: "/api/agents/{agentId}/resume", Response: new(agentRecord), Access: sdk.AccessBoard,
 			Summary: "Resume a paused agent (status idle)", Handle: lifecycleHandler(resumeAgent)},
-		route{Method: "POST", Path: "/api/agents/{agentId}/approve", Access: sdk.AccessBoard,
+		route{Method: "POST", Path: "/api/agents/{agentId}/approve", Response: new(agentRecord), Access: sdk.AccessBoard,
 			Summary: "Approve a pending agent (pending_approval → idle)", Handle: lifecycleHandler(approveAgent)},
-		route{Method: "POST", Path: "/api/agents/{agentId}/terminate", Access: sdk.AccessBoard,
+		route{Method: "POST", Path: "/api/agents/{agentId}/terminate", Response: new(agentRecord), Access: sdk.AccessBoard,
 			Summary: "Terminate an agent; the kernel revokes its API keys", Handle: lifecycleHandler(terminateAgent)},
-		route{Method: "POST", Path: "/api/agents/{agentId}/clear-error", Access: sdk.AccessBoard,
+		route{Method: "POST", Path: "/api/agents/{agentId}/clear-error", Response: new(agentRecord), Access: sdk.AccessBoard,
 			Summary: "Clear an agent's error (status error → idle)", Handle: lifecycleHandler(clearAgentError)},
-		route{Method: "DELETE", Path: "/api/agents/{agentId}", Access: sdk.AccessBoard,
+		route{Method: "DELETE", Path: "/api/agents/{agentId}", Response: new(map[string]any), Access: sdk.AccessBoard,
 			Summary: "Delete an agent: terminate its identity and drop its configuration", Handle: handleAgentDelete},
 	)
 }

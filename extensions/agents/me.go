@@ -12,11 +12,11 @@ import (
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/agents/me", Access: sdk.AccessAgent,
+		route{Method: "GET", Path: "/api/agents/me", Response: new(agentRecord), Access: sdk.AccessAgent,
 			Summary: "The calling agent with chainOfCommand and access", Handle: handleMe},
-		route{Method: "GET", Path: "/api/agents/me/inbox-lite", Access: sdk.AccessAgent,
+		route{Method: "GET", Path: "/api/agents/me/inbox-lite", Response: new([]inboxItem), Access: sdk.AccessAgent,
 			Summary: "The calling agent's open assignments in compact form", Handle: handleInboxLite},
-		route{Method: "GET", Path: "/api/agents/me/secrets", Access: sdk.AccessAgent,
+		route{Method: "GET", Path: "/api/agents/me/secrets", Response: new(map[string]any), Access: sdk.AccessAgent,
 			Summary: "The secrets granted to the calling agent (metadata only)", Handle: handleMySecrets},
 		route{Method: "POST", Path: "/api/agents/me/secrets/{key}/value", Access: sdk.AccessAgent,
 			Summary: "Read a granted secret's value (needs a run context)", Handle: handleMySecretValue},

@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	addRoutes(route{Method: "PATCH", Path: "/api/agents/{agentId}/permissions", Body: permissionsBody{},
+	addRoutes(route{Method: "PATCH", Path: "/api/agents/{agentId}/permissions", Response: new(agentRecord), Body: permissionsBody{},
 		Summary: "Change an agent's canCreateAgents and canAssignTasks (board, or the company's CEO agent)",
 		Handle:  handlePermissionsPatch})
 }

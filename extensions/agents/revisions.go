@@ -17,9 +17,9 @@ import (
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/agents/{agentId}/config-revisions",
+		route{Method: "GET", Path: "/api/agents/{agentId}/config-revisions", Response: new([]*configRevision),
 			Summary: "List an agent's configuration revisions, newest first", Handle: handleRevisionList},
-		route{Method: "POST", Path: "/api/agents/{agentId}/config-revisions/{revisionId}/rollback",
+		route{Method: "POST", Path: "/api/agents/{agentId}/config-revisions/{revisionId}/rollback", Response: new(agentRecord),
 			Summary: "Restore the configuration recorded by a revision", Handle: handleRevisionRollback},
 	)
 }

@@ -214,18 +214,18 @@ func (a *Agents) runForRequest(r *http.Request) (*heartbeatRun, error) {
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/companies/{companyId}/heartbeat-runs", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/heartbeat-runs", Query: runListQuery{}, Response: new([]*heartbeatRun), CompanyFromPath: true,
 			Summary: "List heartbeat runs of a company, newest first (filters agentId, status, limit).", Handle: (*Agents).listRunsRoute},
-		route{Method: "GET", Path: "/api/companies/{companyId}/live-runs", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/live-runs", Response: new([]*heartbeatRun), CompanyFromPath: true,
 			Summary: "List queued and running heartbeat runs of a company.", Handle: (*Agents).liveRunsRoute},
-		route{Method: "GET", Path: "/api/heartbeat-runs/{runId}", Summary: "Get a heartbeat run.", Handle: (*Agents).getRunRoute},
-		route{Method: "GET", Path: "/api/heartbeat-runs/{runId}/events", Summary: "List the events of a heartbeat run (afterSeq, limit).",
+		route{Method: "GET", Path: "/api/heartbeat-runs/{runId}", Response: new(heartbeatRun), Summary: "Get a heartbeat run.", Handle: (*Agents).getRunRoute},
+		route{Method: "GET", Path: "/api/heartbeat-runs/{runId}/events", Query: runEventsQuery{}, Response: new([]runEventView), Summary: "List the events of a heartbeat run (afterSeq, limit).",
 			Handle: (*Agents).runEventsRoute},
-		route{Method: "GET", Path: "/api/heartbeat-runs/{runId}/log",
+		route{Method: "GET", Path: "/api/heartbeat-runs/{runId}/log", Query: runLogQuery{},
 			Summary: "Read a run's log as text/plain from ?offset= (bytes). With ?follow=1 on a live run the request " +
 				"long-polls up to 25 s for new bytes; X-Log-Offset gives the next offset and X-Run-Live whether to poll again.",
 			Handle: (*Agents).runLogRoute},
-		route{Method: "POST", Path: "/api/heartbeat-runs/{runId}/cancel", Summary: "Cancel a queued or running heartbeat run.",
+		route{Method: "POST", Path: "/api/heartbeat-runs/{runId}/cancel", Response: new(cancelRunResult), Summary: "Cancel a queued or running heartbeat run.",
 			Handle: (*Agents).cancelRunRoute},
 	)
 }
@@ -428,4 +428,23 @@ func (a *Agents) cancelRunRoute(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sdk.WriteJSON(rw, http.StatusOK, out)
+}
+
+// runListQuery documents the query parameters of the run list.
+type runListQuery struct {
+	AgentID string `query:"agentId" jsonschema:"format=uuid"`
+	Status  string `query:"status" doc:"Comma-separated run statuses"`
+	Limit   int    `query:"limit" jsonschema:"minimum=1,maximum=500" doc:"Page size (default 50)"`
+}
+
+// runEventsQuery documents the query parameters of a run's events.
+type runEventsQuery struct {
+	AfterSeq int `query:"afterSeq" jsonschema:"minimum=0" doc:"Events after this sequence number"`
+	Limit    int `query:"limit" jsonschema:"minimum=1"`
+}
+
+// runLogQuery documents the query parameters of a run's log.
+type runLogQuery struct {
+	Offset int    `query:"offset" jsonschema:"minimum=0" doc:"Byte offset to read from"`
+	Follow string `query:"follow" jsonschema:"enum=1,enum=true" doc:"Long-poll a live run for new bytes"`
 }

@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	addRoutes(route{Method: "POST", Path: "/api/agents/{agentId}/skills/sync", Body: skillsSyncBody{},
+	addRoutes(route{Method: "POST", Path: "/api/agents/{agentId}/skills/sync", Response: new(map[string]any), Body: skillsSyncBody{},
 		Summary: "Replace an agent's desired skill set (a comma list or an array)", Handle: handleSkillsSync})
 }
 

@@ -20,16 +20,16 @@ const commentMaxLen = 20000
 func init() {
 	const p = "/api/cases/{id}/documents/{key}/annotations"
 	addRoutes(
-		route{Method: http.MethodGet, Path: p, Summary: "List a case document's annotation threads (status open|resolved|all, default open; includeComments)",
+		route{Method: http.MethodGet, Path: p, Response: new([]*Thread), Summary: "List a case document's annotation threads (status open|resolved|all, default open; includeComments)",
 			Handle: (*Cases).handleThreadList},
-		route{Method: http.MethodPost, Path: p,
+		route{Method: http.MethodPost, Path: p, Status: http.StatusCreated, Response: new(Thread),
 			Summary: "Open an annotation thread on a text range of the current revision with its first comment (422 when the selector matches nothing)",
 			Body:    AnnotationCreateBody{}, Handle: (*Cases).handleThreadCreate},
-		route{Method: http.MethodGet, Path: p + "/{threadId}", Summary: "Get an annotation thread with its comments",
+		route{Method: http.MethodGet, Path: p + "/{threadId}", Response: new(Thread), Summary: "Get an annotation thread with its comments",
 			Handle: (*Cases).handleThreadGet},
-		route{Method: http.MethodPatch, Path: p + "/{threadId}", Summary: "Resolve or reopen an annotation thread",
+		route{Method: http.MethodPatch, Path: p + "/{threadId}", Response: new(Thread), Summary: "Resolve or reopen an annotation thread",
 			Body: ThreadPatchBody{}, Handle: (*Cases).handleThreadPatch},
-		route{Method: http.MethodPost, Path: p + "/{threadId}/comments", Summary: "Add a comment to an annotation thread",
+		route{Method: http.MethodPost, Path: p + "/{threadId}/comments", Status: http.StatusCreated, Response: new(Comment), Summary: "Add a comment to an annotation thread",
 			Body: CommentBody{}, Handle: (*Cases).handleCommentCreate},
 	)
 }

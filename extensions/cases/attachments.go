@@ -26,7 +26,7 @@ const attachmentField = "file"
 
 func init() {
 	addRoutes(
-		route{Method: http.MethodPost, Path: "/api/cases/{id}/attachments",
+		route{Method: http.MethodPost, Path: "/api/cases/{id}/attachments", Status: http.StatusCreated, Response: new(Attachment),
 			Summary: "Upload a file to a case (multipart/form-data, exactly one file in field \"file\"); records attachment_added",
 			Handle:  (*Cases).handleAttachmentUpload},
 		route{Method: http.MethodGet, Path: "/api/cases/{id}/attachments/{attachmentId}/content",

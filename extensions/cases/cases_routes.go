@@ -31,16 +31,16 @@ const (
 
 func init() {
 	addRoutes(
-		route{Method: http.MethodGet, Path: "/api/companies/{companyId}/cases", CompanyFromPath: true,
+		route{Method: http.MethodGet, Path: "/api/companies/{companyId}/cases", Query: caseListQuery{}, Response: new([]ListedCase), CompanyFromPath: true,
 			Summary: "List a company's cases, newest activity first (type(s), status(es)/active, project(s), includeNoProject, label, parent, q, includeAncestors, limit 1-200)",
 			Handle:  (*Cases).handleList},
-		route{Method: http.MethodPost, Path: "/api/companies/{companyId}/cases", CompanyFromPath: true,
+		route{Method: http.MethodPost, Path: "/api/companies/{companyId}/cases", Status: http.StatusCreated, Response: new(CaseDetail), CompanyFromPath: true,
 			Summary: "Upsert a case keyed on (caseType, key): 201 created, 200 updated; unknown fields rejected",
 			Body:    CaseCreateBody{}, Handle: (*Cases).handleCreate},
-		route{Method: http.MethodGet, Path: "/api/cases/{id}",
+		route{Method: http.MethodGet, Path: "/api/cases/{id}", Response: new(CaseDetail),
 			Summary: "Get a case by UUID or identifier with parent, labels, issue links, documents and attachments",
 			Handle:  (*Cases).handleGet},
-		route{Method: http.MethodPatch, Path: "/api/cases/{id}",
+		route{Method: http.MethodPatch, Path: "/api/cases/{id}", Response: new(Case),
 			Summary: "Update a case (title, summary, status, fields, projectId, parentCaseId, labels/labelIds); unknown fields rejected",
 			Body:    CasePatchBody{}, Handle: (*Cases).handlePatch},
 	)

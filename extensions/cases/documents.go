@@ -33,21 +33,21 @@ var docFormats = map[string]bool{"markdown": true, "text": true, "html": true, "
 func init() {
 	const p = "/api/cases/{id}/documents/{key}"
 	addRoutes(
-		route{Method: http.MethodGet, Path: p, Summary: "Get a case document with its latest body", Handle: (*Cases).handleDocGet},
-		route{Method: http.MethodPut, Path: p,
+		route{Method: http.MethodGet, Path: p, Response: new(Document), Summary: "Get a case document with its latest body", Handle: (*Cases).handleDocGet},
+		route{Method: http.MethodPut, Path: p, Response: new(docWrite),
 			Summary: "Create (no baseRevisionId) or revise (baseRevisionId of the latest revision) a case document",
 			Body:    DocPutBody{}, Handle: (*Cases).handleDocPut},
-		route{Method: http.MethodDelete, Path: p, Summary: "Delete a case document and its revisions ({ok: true} also for a missing key)",
+		route{Method: http.MethodDelete, Path: p, Response: new(map[string]bool), Summary: "Delete a case document and its revisions ({ok: true} also for a missing key)",
 			Handle: (*Cases).handleDocDelete},
-		route{Method: http.MethodGet, Path: p + "/revisions",
+		route{Method: http.MethodGet, Path: p + "/revisions", Response: new(map[string]any),
 			Summary: "List a case document's revisions, newest first, with author agent name and attributed issue",
 			Handle:  (*Cases).handleDocRevisions},
-		route{Method: http.MethodPost, Path: p + "/revisions/{revisionId}/restore",
+		route{Method: http.MethodPost, Path: p + "/revisions/{revisionId}/restore", Response: new(docWrite),
 			Summary: "Write an old revision forward as the new latest revision (409 when it is the latest)",
 			Handle:  (*Cases).handleDocRestore},
-		route{Method: http.MethodPost, Path: p + "/lock", Summary: "Lock a case document (idempotent); writes, restores and deletes then answer 409",
+		route{Method: http.MethodPost, Path: p + "/lock", Response: new(LockState), Summary: "Lock a case document (idempotent); writes, restores and deletes then answer 409",
 			Handle: (*Cases).handleDocLock},
-		route{Method: http.MethodPost, Path: p + "/unlock", Summary: "Unlock a case document (idempotent)",
+		route{Method: http.MethodPost, Path: p + "/unlock", Response: new(LockState), Summary: "Unlock a case document (idempotent)",
 			Handle: (*Cases).handleDocUnlock},
 	)
 }

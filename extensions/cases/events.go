@@ -18,7 +18,7 @@ const (
 )
 
 func init() {
-	addRoutes(route{Method: http.MethodGet, Path: "/api/cases/{id}/events",
+	addRoutes(route{Method: http.MethodGet, Path: "/api/cases/{id}/events", Response: new([]*Event),
 		Summary: "List a case's timeline events, newest first (limit 1-500, default 100), with actorAgentName and issue",
 		Handle:  (*Cases).handleEvents})
 }

@@ -15,12 +15,12 @@ import (
 
 func init() {
 	addRoutes(
-		route{Method: http.MethodPost, Path: "/api/cases/{id}/links",
+		route{Method: http.MethodPost, Path: "/api/cases/{id}/links", Status: http.StatusCreated, Response: new(IssueLink),
 			Summary: "Link an issue to a case as origin, work or reference (re-posting the pair returns the existing link)",
 			Body:    LinkCreateBody{}, Handle: (*Cases).handleLinkCreate},
-		route{Method: http.MethodDelete, Path: "/api/cases/{id}/links/{linkId}",
+		route{Method: http.MethodDelete, Path: "/api/cases/{id}/links/{linkId}", Response: new(map[string]bool),
 			Summary: "Remove an issue link from a case (records issue_unlinked)", Handle: (*Cases).handleLinkDelete},
-		route{Method: http.MethodGet, Path: "/api/issues/{issueId}/cases",
+		route{Method: http.MethodGet, Path: "/api/issues/{issueId}/cases", Response: new([]IssueCase),
 			Summary: "List the cases an issue (UUID or identifier) is linked to, with the link's role", Handle: (*Cases).handleIssueCases},
 	)
 }

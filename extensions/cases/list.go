@@ -262,3 +262,9 @@ func prefixCols(alias string) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// caseListQuery documents the query parameters of the case list.
+type caseListQuery struct {
+	Parent string `query:"parent" doc:"A parent case id, or none for top-level cases"`
+	Q      string `query:"q" doc:"Text search"`
+}

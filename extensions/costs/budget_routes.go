@@ -18,22 +18,22 @@ import (
 
 func init() {
 	addRoutes(
-		route{Method: "PATCH", Path: "/api/companies/{companyId}/budgets", Access: sdk.AccessBoard, CompanyFromPath: true,
+		route{Method: "PATCH", Path: "/api/companies/{companyId}/budgets", Response: new(policyView), Access: sdk.AccessBoard, CompanyFromPath: true,
 			Summary: "Set the company's monthly budget and sync its monthly budget policy", Body: budgetPatchBody{},
 			Handle: handleCompanyBudgetPatch},
-		route{Method: "PATCH", Path: "/api/agents/{agentId}/budgets", Access: sdk.AccessBoard,
+		route{Method: "PATCH", Path: "/api/agents/{agentId}/budgets", Response: new(policyView), Access: sdk.AccessBoard,
 			Summary: "Set an agent's monthly budget and sync its monthly budget policy", Body: budgetPatchBody{},
 			Handle: handleAgentBudgetPatch},
-		route{Method: "GET", Path: "/api/companies/{companyId}/budgets/overview", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/budgets/overview", Response: new(map[string]any), CompanyFromPath: true,
 			Summary: "Budget policies with their current spend, open incidents, budget-paused agent and project counts, pending approvals",
 			Handle:  handleBudgetOverview},
-		route{Method: "POST", Path: "/api/companies/{companyId}/budgets/policies", Access: sdk.AccessBoard, CompanyFromPath: true,
+		route{Method: "POST", Path: "/api/companies/{companyId}/budgets/policies", Response: new(policyView), Access: sdk.AccessBoard, CompanyFromPath: true,
 			Summary: "Create or update the budget policy of a company, agent or project scope", Body: policyUpsert{},
 			Handle: handlePolicyUpsert},
-		route{Method: "GET", Path: "/api/companies/{companyId}/budget-incidents", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/budget-incidents", Query: incidentListQuery{}, Response: new([]*incident), CompanyFromPath: true,
 			Summary: "List budget incidents, newest first (filter status open|resolved|dismissed; limit 1-500, default 100)",
 			Handle:  handleIncidentList},
-		route{Method: "POST", Path: "/api/companies/{companyId}/budget-incidents/{incidentId}/resolve", Access: sdk.AccessBoard,
+		route{Method: "POST", Path: "/api/companies/{companyId}/budget-incidents/{incidentId}/resolve", Response: new(incident), Access: sdk.AccessBoard,
 			CompanyFromPath: true, Summary: "Resolve a budget incident: keep_paused, or raise_budget_and_resume with a new amount",
 			Body: resolveBody{}, Handle: handleIncidentResolve},
 	)

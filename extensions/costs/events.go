@@ -27,7 +27,7 @@ const (
 )
 
 func init() {
-	addRoutes(route{Method: "POST", Path: "/api/companies/{companyId}/cost-events", CompanyFromPath: true,
+	addRoutes(route{Method: "POST", Path: "/api/companies/{companyId}/cost-events", Status: http.StatusCreated, Response: new(CostEvent), CompanyFromPath: true,
 		Summary: "Report a cost event (agents report only their own); recalculates spend and evaluates budget policies",
 		Body:    costEventBody{}, Handle: handleCostEventCreate})
 	addMethods(map[string]method{

@@ -30,15 +30,15 @@ var (
 
 func init() {
 	addRoutes(
-		route{Method: "POST", Path: "/api/companies/{companyId}/finance-events", Access: sdk.AccessBoard, CompanyFromPath: true,
+		route{Method: "POST", Path: "/api/companies/{companyId}/finance-events", Status: http.StatusCreated, Response: new(FinanceEvent), Access: sdk.AccessBoard, CompanyFromPath: true,
 			Summary: "Record a finance event (non-token accounting record)", Body: financeEventBody{}, Handle: handleFinanceEventCreate},
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/finance-summary", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/costs/finance-summary", Query: costRangeQuery{}, Response: new(map[string]any), CompanyFromPath: true,
 			Summary: "Debits, credits, net and estimated debits of finance events over from..to", Handle: handleFinanceSummary},
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/finance-by-biller", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/costs/finance-by-biller", Query: costRangeQuery{}, Response: new([]map[string]any), CompanyFromPath: true,
 			Summary: "Finance totals per biller over from..to", Handle: financeBreakdownHandler("biller", "kindCount", "event_kind")},
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/finance-by-kind", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/costs/finance-by-kind", Query: costRangeQuery{}, Response: new([]map[string]any), CompanyFromPath: true,
 			Summary: "Finance totals per event kind over from..to", Handle: financeBreakdownHandler("event_kind", "billerCount", "biller")},
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/finance-events", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/costs/finance-events", Query: financeEventsQuery{}, Response: new([]*FinanceEvent), CompanyFromPath: true,
 			Summary: "Finance events over from..to, newest first (limit 1-500, default 100)", Handle: handleFinanceEventList},
 	)
 }

@@ -11,22 +11,22 @@ import (
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/summary", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/costs/summary", Query: costRangeQuery{}, Response: new(map[string]any), CompanyFromPath: true,
 			Summary: "Billed spend over from..to (ISO date-times, both optional; all time when omitted) against the monthly budget",
 			Handle:  handleCostSummary},
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/by-agent", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/costs/by-agent", Query: costRangeQuery{}, Response: new([]map[string]any), CompanyFromPath: true,
 			Summary: "Spend and tokens per agent over from..to", Handle: breakdownHandler(breakdownByAgent)},
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/by-agent-model", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/costs/by-agent-model", Query: costRangeQuery{}, Response: new([]map[string]any), CompanyFromPath: true,
 			Summary: "Spend and tokens per agent, provider, biller, billing type and model over from..to", Handle: breakdownHandler(breakdownByAgentModel)},
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/by-provider", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/costs/by-provider", Query: costRangeQuery{}, Response: new([]map[string]any), CompanyFromPath: true,
 			Summary: "Spend and tokens per provider, biller, billing type and model over from..to", Handle: breakdownHandler(breakdownByProvider)},
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/by-biller", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/costs/by-biller", Query: costRangeQuery{}, Response: new([]map[string]any), CompanyFromPath: true,
 			Summary: "Spend and tokens per biller over from..to", Handle: breakdownHandler(breakdownByBiller)},
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/by-project", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/costs/by-project", Query: costRangeQuery{}, Response: new([]map[string]any), CompanyFromPath: true,
 			Summary: "Spend and tokens per project over from..to (events attributed to a project)", Handle: breakdownHandler(breakdownByProject)},
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/window-spend", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/costs/window-spend", Response: new([]map[string]any), CompanyFromPath: true,
 			Summary: "Rolling spend per provider and biller over the last 5 hours, 24 hours and 7 days", Handle: handleWindowSpend},
-		route{Method: "GET", Path: "/api/companies/{companyId}/costs/quota-windows", Access: sdk.AccessBoard, CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/costs/quota-windows", Response: new([]any), Access: sdk.AccessBoard, CompanyFromPath: true,
 			Summary: "Provider quota windows reported by adapters (none report quotas yet: an empty list)", Handle: handleQuotaWindows},
 	)
 }
@@ -235,4 +235,22 @@ func handleWindowSpend(c *Costs, rw http.ResponseWriter, r *http.Request) {
 // quota windows yet, so the list is empty; the company was checked by the kernel (404).
 func handleQuotaWindows(c *Costs, rw http.ResponseWriter, r *http.Request) {
 	sdk.WriteJSON(rw, http.StatusOK, []any{})
+}
+
+// costRangeQuery documents the time range of the cost reads.
+type costRangeQuery struct {
+	From string `query:"from" jsonschema:"format=date-time" doc:"Start of the range (inclusive)"`
+	To   string `query:"to" jsonschema:"format=date-time" doc:"End of the range"`
+}
+
+// financeEventsQuery documents the query parameters of the finance event list.
+type financeEventsQuery struct {
+	costRangeQuery
+	Limit int `query:"limit" jsonschema:"minimum=1"`
+}
+
+// incidentListQuery documents the query parameters of the budget incident list.
+type incidentListQuery struct {
+	Status string `query:"status"`
+	Limit  int    `query:"limit" jsonschema:"minimum=1"`
 }

@@ -16,7 +16,7 @@ import (
 
 func init() {
 	table.AddRoutes(route{
-		Method: "GET", Path: "/api/companies/{companyId}/dashboard", Access: sdk.AccessEither, CompanyFromPath: true,
+		Method: "GET", Path: "/api/companies/{companyId}/dashboard", Response: new(Snapshot), Access: sdk.AccessEither, CompanyFromPath: true,
 		Summary: "The company health snapshot: agent, task, cost, approval and budget counts and 14 days of run activity",
 		Handle:  handleSnapshot,
 	})

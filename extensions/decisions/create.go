@@ -76,10 +76,10 @@ const (
 
 func init() {
 	addRoutes(
-		route{Method: "POST", Path: "/api/companies/{companyId}/decisions", CompanyFromPath: true, Access: sdk.AccessEither,
+		route{Method: "POST", Path: "/api/companies/{companyId}/decisions", Status: http.StatusCreated, Response: new(Decision), CompanyFromPath: true, Access: sdk.AccessEither,
 			Summary: "Propose a decision (an agent in an issue-scoped run of its own); unknown fields rejected",
 			Body:    CreateBody{}, Handle: (*Decisions).createRoute},
-		route{Method: "POST", Path: "/api/companies/{companyId}/decision-bundles", CompanyFromPath: true, Access: sdk.AccessEither,
+		route{Method: "POST", Path: "/api/companies/{companyId}/decision-bundles", Status: http.StatusCreated, Response: new(Bundle), CompanyFromPath: true, Access: sdk.AccessEither,
 			Summary: "Propose 1-50 decisions as one bundle, all or nothing; unknown fields rejected",
 			Body:    BundleBody{}, Handle: (*Decisions).bundleRoute},
 	)

@@ -131,21 +131,21 @@ type QueueItemBody struct {
 func init() {
 	base := "/api/companies/{companyId}/decision-queue"
 	addRoutes(
-		route{Method: "GET", Path: base + "-seed-rules", CompanyFromPath: true, Access: sdk.AccessEither, Permission: permQueueRead,
+		route{Method: "GET", Path: base + "-seed-rules", Response: new([]SeedEntry), CompanyFromPath: true, Access: sdk.AccessEither, Permission: permQueueRead,
 			Summary: "The static seed-rule catalogue", Handle: (*Decisions).seedRulesRoute},
-		route{Method: "GET", Path: base + "s", CompanyFromPath: true, Access: sdk.AccessEither, Permission: permQueueRead,
+		route{Method: "GET", Path: base + "s", Response: new([]*Queue), CompanyFromPath: true, Access: sdk.AccessEither, Permission: permQueueRead,
 			Summary: "Decision queues, most recently updated first", Handle: (*Decisions).queueListRoute},
-		route{Method: "POST", Path: base + "s", CompanyFromPath: true, Access: sdk.AccessEither, Permission: permQueueManage,
+		route{Method: "POST", Path: base + "s", Status: http.StatusCreated, Response: new(Queue), CompanyFromPath: true, Access: sdk.AccessEither, Permission: permQueueManage,
 			Summary: "Create a decision queue", Body: QueueCreateBody{}, Handle: (*Decisions).queueCreateRoute},
-		route{Method: "PATCH", Path: base + "s/{key}", CompanyFromPath: true, Access: sdk.AccessEither, Permission: permQueueManage,
+		route{Method: "PATCH", Path: base + "s/{key}", Response: new(Queue), CompanyFromPath: true, Access: sdk.AccessEither, Permission: permQueueManage,
 			Summary: "Update a decision queue (seedRulesEnabled false stops seeding)", Body: QueuePatchBody{},
 			Handle: (*Decisions).queuePatchRoute},
-		route{Method: "GET", Path: base + "s/{key}/items", CompanyFromPath: true, Access: sdk.AccessEither, Permission: permQueueRead,
+		route{Method: "GET", Path: base + "s/{key}/items", Response: new([]QueueItem), CompanyFromPath: true, Access: sdk.AccessEither, Permission: permQueueRead,
 			Summary: "A queue's items, newest first, without archived or snoozed ones unless includeArchived or includeSnoozed is true",
 			Handle:  (*Decisions).queueItemsRoute},
-		route{Method: "POST", Path: base + "s/{key}/items", CompanyFromPath: true, Access: sdk.AccessEither, Permission: permQueueManage,
+		route{Method: "POST", Path: base + "s/{key}/items", Status: http.StatusCreated, Response: new(QueueItem), CompanyFromPath: true, Access: sdk.AccessEither, Permission: permQueueManage,
 			Summary: "Add an item to a queue", Body: QueueItemBody{}, Handle: (*Decisions).queueItemAddRoute},
-		route{Method: "DELETE", Path: base + "s/{key}/items/{sourceKind}/{sourceId}", CompanyFromPath: true, Access: sdk.AccessEither,
+		route{Method: "DELETE", Path: base + "s/{key}/items/{sourceKind}/{sourceId}", Response: new(map[string]any), CompanyFromPath: true, Access: sdk.AccessEither,
 			Permission: permQueueManage, Summary: "Remove an item from a queue", Handle: (*Decisions).queueItemRemoveRoute},
 	)
 	addMethods(map[string]method{

@@ -15,12 +15,12 @@ import (
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/companies/{companyId}/decisions", CompanyFromPath: true, Access: sdk.AccessBoard,
+		route{Method: "GET", Path: "/api/companies/{companyId}/decisions", Query: decisionListQuery{}, Response: new([]*Decision), CompanyFromPath: true, Access: sdk.AccessBoard,
 			Summary: "List decisions newest first with targetChanged (filters status, bundleId, targetIssueId, originAgentId, limit 1-100)",
 			Handle:  (*Decisions).listRoute},
-		route{Method: "GET", Path: "/api/companies/{companyId}/decisions/stats", CompanyFromPath: true, Access: sdk.AccessEither,
+		route{Method: "GET", Path: "/api/companies/{companyId}/decisions/stats", Query: decisionStatsQuery{}, Response: new(map[string]any), CompanyFromPath: true, Access: sdk.AccessEither,
 			Summary: "Decision counters grouped by ruleKey (an agent sees only itself)", Handle: (*Decisions).statsRoute},
-		route{Method: "GET", Path: "/api/decisions/{id}", Access: sdk.AccessEither,
+		route{Method: "GET", Path: "/api/decisions/{id}", Response: new(Decision), Access: sdk.AccessEither,
 			Summary: "Read a decision with its executions (the board, or the origin agent)", Handle: (*Decisions).getRoute},
 	)
 }
@@ -248,4 +248,19 @@ func (x *Decisions) statsRoute(rw http.ResponseWriter, r *http.Request) {
 	}
 	filters := map[string]any{"originAgentId": nilIfEmpty(originAgentID), "since": since}
 	sdk.WriteJSON(rw, http.StatusOK, map[string]any{"groupBy": "ruleKey", "filters": filters, "totals": totals, "groups": groups})
+}
+
+// decisionListQuery documents the query parameters of the decision list.
+type decisionListQuery struct {
+	Status        string `query:"status"`
+	OriginAgentID string `query:"originAgentId" jsonschema:"format=uuid"`
+	TargetIssueID string `query:"targetIssueId"`
+	Limit         int    `query:"limit" jsonschema:"minimum=1,maximum=100"`
+}
+
+// decisionStatsQuery documents the query parameters of the decision statistics.
+type decisionStatsQuery struct {
+	GroupBy       string `query:"groupBy" jsonschema:"required,enum=ruleKey"`
+	OriginAgentID string `query:"originAgentId" jsonschema:"format=uuid"`
+	Since         string `query:"since" jsonschema:"format=date-time"`
 }

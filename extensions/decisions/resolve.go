@@ -36,13 +36,13 @@ const jobSweep = "sweep"
 
 func init() {
 	addRoutes(
-		route{Method: "POST", Path: "/api/decisions/{id}/decide", Access: sdk.AccessBoard,
+		route{Method: "POST", Path: "/api/decisions/{id}/decide", Response: new(Decision), Access: sdk.AccessBoard,
 			Summary: "Choose an option: its effects run in order, each with its own execution row; unknown fields rejected",
 			Body:    DecideBody{}, Handle: (*Decisions).decideRoute},
-		route{Method: "POST", Path: "/api/decisions/{id}/dismiss", Access: sdk.AccessBoard,
+		route{Method: "POST", Path: "/api/decisions/{id}/dismiss", Response: new(Decision), Access: sdk.AccessBoard,
 			Summary: "Dismiss an open decision (recorded as rejected); unknown fields rejected",
 			Body:    DismissBody{}, Handle: (*Decisions).dismissRoute},
-		route{Method: "POST", Path: "/api/decisions/{id}/cancel", Access: sdk.AccessEither,
+		route{Method: "POST", Path: "/api/decisions/{id}/cancel", Response: new(Decision), Access: sdk.AccessEither,
 			Summary: "Cancel an open decision (the board, or the origin agent)", Handle: (*Decisions).cancelRoute},
 	)
 	addJobs(sdk.Job{Key: jobSweep, Every: "1m",

@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	addRoutes(route{Method: "POST", Path: "/api/routine-triggers/public/{publicId}/fire", Access: sdk.AccessPublic,
+	addRoutes(route{Method: "POST", Path: "/api/routine-triggers/public/{publicId}/fire", Status: http.StatusAccepted, Response: new(Run), Access: sdk.AccessPublic,
 		Summary: "Fire a webhook trigger from an external system (202 with the run); the request must satisfy the trigger's signing mode",
 		Handle:  (*Routines).fireRoute})
 }

@@ -206,10 +206,10 @@ const msgRevisionNotFound = "Routine revision not found"
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/routines/{routineId}/revisions",
+		route{Method: "GET", Path: "/api/routines/{routineId}/revisions", Response: new([]*Revision),
 			Summary: "List a routine's revisions, newest first (limit default 50, at most 200; offset)",
 			Handle:  (*Routines).revisionsListRoute},
-		route{Method: "POST", Path: "/api/routines/{routineId}/revisions/{revisionId}/restore",
+		route{Method: "POST", Path: "/api/routines/{routineId}/revisions/{revisionId}/restore", Response: new(RestoreResult),
 			Summary: "Restore the routine fields of a revision as a new revision (triggers are not restored: their secrets cannot be)",
 			Handle:  (*Routines).revisionRestoreRoute},
 	)

@@ -78,15 +78,15 @@ const (
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/companies/{companyId}/routines", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/routines", Query: routineListQuery{}, Response: new([]RoutineListItem), CompanyFromPath: true,
 			Summary: "List the company's routines, newest update first, with trigger summaries, latest run and active execution issue",
 			Handle:  (*Routines).listRoute},
-		route{Method: "POST", Path: "/api/companies/{companyId}/routines", CompanyFromPath: true,
+		route{Method: "POST", Path: "/api/companies/{companyId}/routines", Status: http.StatusCreated, Response: new(Routine), CompanyFromPath: true,
 			Summary: "Create a routine (agents only for themselves)", Body: RoutineCreateBody{}, Handle: (*Routines).createRoute},
-		route{Method: "GET", Path: "/api/routines/{routineId}",
+		route{Method: "GET", Path: "/api/routines/{routineId}", Response: new(RoutineDetail),
 			Summary: "Read a routine with its project, agent, parent issue, triggers, recent runs and active execution issue",
 			Handle:  (*Routines).getRoute},
-		route{Method: "PATCH", Path: "/api/routines/{routineId}",
+		route{Method: "PATCH", Path: "/api/routines/{routineId}", Response: new(Routine),
 			Summary: "Update a routine (agents only their own, never reassigning it); a change records a new revision, and a " +
 				"baseRevisionId that is not the latest is refused with 409", Body: RoutinePatchBody{}, Handle: (*Routines).patchRoute},
 	)
@@ -847,4 +847,9 @@ func (x *Routines) detail(ctx context.Context, rt *Routine) (*RoutineDetail, err
 		d.ActiveIssue = raws[0]
 	}
 	return d, nil
+}
+
+// routineListQuery documents the query parameters of the routine list.
+type routineListQuery struct {
+	ProjectID string `query:"projectId" jsonschema:"format=uuid"`
 }

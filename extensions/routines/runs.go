@@ -50,10 +50,10 @@ const (
 
 func init() {
 	addRoutes(
-		route{Method: "POST", Path: "/api/routines/{routineId}/run",
+		route{Method: "POST", Path: "/api/routines/{routineId}/run", Status: http.StatusAccepted, Response: new(Run),
 			Summary: "Fire a manual or api run now (202 with the run); the concurrency policy applies",
 			Body:    RunBody{}, Handle: (*Routines).runRoute},
-		route{Method: "GET", Path: "/api/routines/{routineId}/runs",
+		route{Method: "GET", Path: "/api/routines/{routineId}/runs", Response: new([]RunView),
 			Summary: "List a routine's recent runs, newest first (limit default 50, at most 200)", Handle: (*Routines).runsListRoute},
 	)
 }

@@ -72,15 +72,15 @@ const maxLabel = 200
 
 func init() {
 	addRoutes(
-		route{Method: "POST", Path: "/api/routines/{routineId}/triggers",
+		route{Method: "POST", Path: "/api/routines/{routineId}/triggers", Status: http.StatusCreated, Response: new(TriggerWithSecret),
 			Summary: "Add a schedule, webhook or api trigger; webhook triggers answer their URL and secret once",
 			Body:    TriggerCreateBody{}, Handle: (*Routines).triggerCreateRoute},
-		route{Method: "PATCH", Path: "/api/routine-triggers/{triggerId}",
+		route{Method: "PATCH", Path: "/api/routine-triggers/{triggerId}", Response: new(TriggerPatchResult),
 			Summary: "Update a trigger (label, enabled, cronExpression and timezone, signingMode and replayWindowSec)",
 			Body:    TriggerPatchBody{}, Handle: (*Routines).triggerPatchRoute},
-		route{Method: "DELETE", Path: "/api/routine-triggers/{triggerId}",
+		route{Method: "DELETE", Path: "/api/routine-triggers/{triggerId}", Status: http.StatusNoContent,
 			Summary: "Delete a trigger permanently (its webhook secret is destroyed)", Handle: (*Routines).triggerDeleteRoute},
-		route{Method: "POST", Path: "/api/routine-triggers/{triggerId}/rotate-secret",
+		route{Method: "POST", Path: "/api/routine-triggers/{triggerId}/rotate-secret", Response: new(TriggerWithSecret),
 			Summary: "Rotate a webhook trigger's secret: the old one is refused at once, the URL stays",
 			Handle:  (*Routines).triggerRotateRoute},
 	)

@@ -61,25 +61,25 @@ type BindingCreateBody struct {
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/companies/{companyId}/secrets", Access: sdk.AccessBoard, CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/secrets", Query: secretListQuery{}, Response: new([]*Secret), Access: sdk.AccessBoard, CompanyFromPath: true,
 			Summary: "List a company's secrets (never their values)", Handle: (*Secrets).list},
-		route{Method: "POST", Path: "/api/companies/{companyId}/secrets", Access: sdk.AccessBoard, CompanyFromPath: true, Permission: permManageSecrets,
+		route{Method: "POST", Path: "/api/companies/{companyId}/secrets", Status: http.StatusCreated, Response: new(Secret), Access: sdk.AccessBoard, CompanyFromPath: true, Permission: permManageSecrets,
 			Summary: "Create a company secret; the value is stored encrypted and never returned", Body: SecretCreateBody{}, Handle: (*Secrets).create},
-		route{Method: "GET", Path: "/api/secrets/{id}", Access: sdk.AccessBoard,
+		route{Method: "GET", Path: "/api/secrets/{id}", Response: new(Secret), Access: sdk.AccessBoard,
 			Summary: "Read a secret's record (never its value)", Handle: (*Secrets).get},
-		route{Method: "PATCH", Path: "/api/secrets/{id}", Access: sdk.AccessBoard,
+		route{Method: "PATCH", Path: "/api/secrets/{id}", Response: new(Secret), Access: sdk.AccessBoard,
 			Summary: "Update a secret's name, description or status (active|disabled)", Body: SecretPatchBody{}, Handle: (*Secrets).patch},
-		route{Method: "DELETE", Path: "/api/secrets/{id}", Access: sdk.AccessBoard,
+		route{Method: "DELETE", Path: "/api/secrets/{id}", Response: new(Secret), Access: sdk.AccessBoard,
 			Summary: "Delete a secret: its status becomes deleted and its versions are destroyed", Handle: (*Secrets).delete},
-		route{Method: "POST", Path: "/api/secrets/{id}/rotate", Access: sdk.AccessBoard,
+		route{Method: "POST", Path: "/api/secrets/{id}/rotate", Response: new(Secret), Access: sdk.AccessBoard,
 			Summary: "Store a new version of a secret; the previous one is kept as previous", Body: SecretRotateBody{}, Handle: (*Secrets).rotate},
-		route{Method: "GET", Path: "/api/secrets/{id}/usage", Access: sdk.AccessBoard,
+		route{Method: "GET", Path: "/api/secrets/{id}/usage", Response: new(map[string]any), Access: sdk.AccessBoard,
 			Summary: "List a secret's bindings", Handle: (*Secrets).usage},
-		route{Method: "GET", Path: "/api/secrets/{id}/access-events", Access: sdk.AccessBoard,
+		route{Method: "GET", Path: "/api/secrets/{id}/access-events", Response: new([]*AccessEvent), Access: sdk.AccessBoard,
 			Summary: "List a secret's access audit, newest first", Handle: (*Secrets).accessEvents},
-		route{Method: "POST", Path: "/api/secrets/{id}/bindings", Access: sdk.AccessBoard,
+		route{Method: "POST", Path: "/api/secrets/{id}/bindings", Status: http.StatusCreated, Response: new(Binding), Access: sdk.AccessBoard,
 			Summary: "Grant a secret to an agent or another target", Body: BindingCreateBody{}, Handle: (*Secrets).bindingCreate},
-		route{Method: "DELETE", Path: "/api/secrets/{id}/bindings/{bindingId}", Access: sdk.AccessBoard,
+		route{Method: "DELETE", Path: "/api/secrets/{id}/bindings/{bindingId}", Response: new(Binding), Access: sdk.AccessBoard,
 			Summary: "Remove a secret binding", Handle: (*Secrets).bindingDelete},
 	)
 }
@@ -640,4 +640,9 @@ func (s *Secrets) agentOf(ctx context.Context, agentID string) (*hostv1.AgentIde
 		return nil, errors.New("error reading agent: " + err.Error())
 	}
 	return a, nil
+}
+
+// secretListQuery documents the query parameters of the secret list.
+type secretListQuery struct {
+	IncludeDeleted bool `query:"includeDeleted"`
 }

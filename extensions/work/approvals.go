@@ -83,30 +83,30 @@ type ApprovalComment struct {
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/companies/{companyId}/approvals", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/approvals", Query: approvalListQuery{}, Response: new([]*Approval), CompanyFromPath: true,
 			Summary: "List the company's approvals, newest first (filters status, type, requestedByAgentId)", Handle: handleApprovalList},
-		route{Method: "POST", Path: "/api/companies/{companyId}/approvals", CompanyFromPath: true,
+		route{Method: "POST", Path: "/api/companies/{companyId}/approvals", Status: http.StatusCreated, Response: new(Approval), CompanyFromPath: true,
 			Summary: "Request an approval (an agent requests for itself)", Body: approvalCreateBody{}, Handle: handleApprovalCreate},
-		route{Method: "GET", Path: "/api/approvals/{id}", Summary: "Read an approval with its linked issue ids", Handle: handleApprovalGet},
-		route{Method: "GET", Path: "/api/approvals/{id}/issues", Summary: "List the issues linked to an approval", Handle: handleApprovalIssues},
-		route{Method: "POST", Path: "/api/approvals/{id}/approve", Access: sdk.AccessBoard,
+		route{Method: "GET", Path: "/api/approvals/{id}", Response: new(Approval), Summary: "Read an approval with its linked issue ids", Handle: handleApprovalGet},
+		route{Method: "GET", Path: "/api/approvals/{id}/issues", Response: new([]*Issue), Summary: "List the issues linked to an approval", Handle: handleApprovalIssues},
+		route{Method: "POST", Path: "/api/approvals/{id}/approve", Response: new(Approval), Access: sdk.AccessBoard,
 			Summary: "Approve a pending approval (a hire_agent approval activates the agent)", Body: approvalDecisionBody{},
 			Handle: approvalDecisionHandler(ApprovalStatusApproved)},
-		route{Method: "POST", Path: "/api/approvals/{id}/reject", Access: sdk.AccessBoard,
+		route{Method: "POST", Path: "/api/approvals/{id}/reject", Response: new(Approval), Access: sdk.AccessBoard,
 			Summary: "Reject a pending approval", Body: approvalDecisionBody{}, Handle: approvalDecisionHandler(ApprovalStatusRejected)},
-		route{Method: "POST", Path: "/api/approvals/{id}/request-revision", Access: sdk.AccessBoard,
+		route{Method: "POST", Path: "/api/approvals/{id}/request-revision", Response: new(Approval), Access: sdk.AccessBoard,
 			Summary: "Send a pending approval back to its requester for revision", Body: approvalDecisionBody{},
 			Handle: approvalDecisionHandler(ApprovalStatusRevisionRequested)},
-		route{Method: "POST", Path: "/api/approvals/{id}/resubmit",
+		route{Method: "POST", Path: "/api/approvals/{id}/resubmit", Response: new(Approval),
 			Summary: "Resubmit an approval sent back for revision (the requesting agent or the board)", Body: approvalResubmitBody{},
 			Handle: handleApprovalResubmit},
-		route{Method: "GET", Path: "/api/approvals/{id}/comments", Summary: "List an approval's comments, oldest first", Handle: handleApprovalCommentList},
-		route{Method: "POST", Path: "/api/approvals/{id}/comments", Summary: "Comment on an approval", Body: approvalCommentBody{},
+		route{Method: "GET", Path: "/api/approvals/{id}/comments", Response: new([]*ApprovalComment), Summary: "List an approval's comments, oldest first", Handle: handleApprovalCommentList},
+		route{Method: "POST", Path: "/api/approvals/{id}/comments", Status: http.StatusCreated, Response: new(ApprovalComment), Summary: "Comment on an approval", Body: approvalCommentBody{},
 			Handle: handleApprovalCommentCreate},
-		route{Method: "GET", Path: "/api/issues/{id}/approvals", Summary: "List the approvals linked to an issue", Handle: handleIssueApprovalList},
-		route{Method: "POST", Path: "/api/issues/{id}/approvals", Summary: "Link an approval to an issue", Body: issueApprovalLinkBody{},
+		route{Method: "GET", Path: "/api/issues/{id}/approvals", Response: new([]*Approval), Summary: "List the approvals linked to an issue", Handle: handleIssueApprovalList},
+		route{Method: "POST", Path: "/api/issues/{id}/approvals", Status: http.StatusCreated, Response: new(Approval), Summary: "Link an approval to an issue", Body: issueApprovalLinkBody{},
 			Handle: handleIssueApprovalLink},
-		route{Method: "DELETE", Path: "/api/issues/{id}/approvals/{approvalId}", Summary: "Unlink an approval from an issue",
+		route{Method: "DELETE", Path: "/api/issues/{id}/approvals/{approvalId}", Response: new(map[string]any), Summary: "Unlink an approval from an issue",
 			Handle: handleIssueApprovalUnlink},
 	)
 	addMethods(map[string]method{
@@ -792,4 +792,11 @@ func callApprovalGet(w *Work, ctx context.Context, call *sdk.MethodCall) (any, e
 		return nil, err
 	}
 	return a, nil
+}
+
+// approvalListQuery documents the query parameters of the approval list.
+type approvalListQuery struct {
+	Status             string `query:"status"`
+	Type               string `query:"type"`
+	RequestedByAgentID string `query:"requestedByAgentId" jsonschema:"format=uuid"`
 }

@@ -38,13 +38,13 @@ var attachmentInlineTypes = []string{
 
 func init() {
 	addRoutes(
-		route{Method: http.MethodPost, Path: "/api/companies/{companyId}/issues/{issueId}/attachments", CompanyFromPath: true,
+		route{Method: http.MethodPost, Path: "/api/companies/{companyId}/issues/{issueId}/attachments", Status: http.StatusCreated, Response: new(Attachment), CompanyFromPath: true,
 			Summary: "Upload a file to an issue (multipart/form-data, exactly one file in field \"file\")", Handle: handleAttachmentUpload},
-		route{Method: http.MethodGet, Path: "/api/issues/{id}/attachments", Summary: "List an issue's attachments",
+		route{Method: http.MethodGet, Path: "/api/issues/{id}/attachments", Response: new([]*Attachment), Summary: "List an issue's attachments",
 			Handle: handleAttachmentList},
 		route{Method: http.MethodGet, Path: "/api/attachments/{attachmentId}/content", Summary: "Download an attachment (inline; ?download=1 as a download)",
 			Handle: handleAttachmentContent},
-		route{Method: http.MethodDelete, Path: "/api/attachments/{attachmentId}", Summary: "Delete an attachment and its file",
+		route{Method: http.MethodDelete, Path: "/api/attachments/{attachmentId}", Response: new(Attachment), Summary: "Delete an attachment and its file",
 			Handle: handleAttachmentDelete},
 	)
 }

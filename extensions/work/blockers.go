@@ -20,7 +20,7 @@ type IssueBlockersDiagnostics struct {
 }
 
 func init() {
-	addRoutes(route{Method: "GET", Path: "/api/issues/{id}/diagnostics/blockers",
+	addRoutes(route{Method: "GET", Path: "/api/issues/{id}/diagnostics/blockers", Response: new(IssueBlockersDiagnostics),
 		Summary: "List an issue's blockers with resolved flags (only done resolves a blocker)", Handle: (*Work).issueBlockersDiagnosticsRoute})
 }
 

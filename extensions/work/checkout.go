@@ -36,13 +36,13 @@ type issueCheckoutConflictDetails struct {
 
 func init() {
 	addRoutes(
-		route{Method: "POST", Path: "/api/issues/{id}/checkout", Body: IssueCheckoutBody{},
+		route{Method: "POST", Path: "/api/issues/{id}/checkout", Response: new(IssueView), Body: IssueCheckoutBody{},
 			Summary: "Check an issue out for a run of an agent (atomic; 409 on conflict, 422 while blockers are unresolved)",
 			Handle:  (*Work).issueCheckoutRoute},
-		route{Method: "POST", Path: "/api/issues/{id}/release",
+		route{Method: "POST", Path: "/api/issues/{id}/release", Response: new(IssueView),
 			Summary: "Release an issue: in_progress goes back to todo; the agent assignee and run locks are cleared",
 			Handle:  (*Work).issueReleaseRoute},
-		route{Method: "POST", Path: "/api/issues/{id}/admin/force-release",
+		route{Method: "POST", Path: "/api/issues/{id}/admin/force-release", Response: new(IssueView),
 			Summary: "Release an issue regardless of its assignee and run (needs tasks:manage_active_checkouts)",
 			Handle:  (*Work).issueForceReleaseRoute},
 	)

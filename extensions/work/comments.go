@@ -44,13 +44,13 @@ const (
 
 func init() {
 	addRoutes(
-		route{Method: http.MethodGet, Path: "/api/issues/{id}/comments", Summary: "List an issue's comments, oldest first (after: comment id or ISO time; order asc|desc; limit ≤ 500)",
+		route{Method: http.MethodGet, Path: "/api/issues/{id}/comments", Query: commentListQuery{}, Response: new([]*Comment), Summary: "List an issue's comments, oldest first (after: comment id or ISO time; order asc|desc; limit ≤ 500)",
 			Handle: handleCommentList},
-		route{Method: http.MethodGet, Path: "/api/issues/{id}/comments/{commentId}", Summary: "Get one comment of an issue",
+		route{Method: http.MethodGet, Path: "/api/issues/{id}/comments/{commentId}", Response: new(Comment), Summary: "Get one comment of an issue",
 			Handle: handleCommentGet},
-		route{Method: http.MethodPost, Path: "/api/issues/{id}/comments", Summary: "Add a comment; @mentions wake the agents named, and the assignee agent is woken",
+		route{Method: http.MethodPost, Path: "/api/issues/{id}/comments", Status: http.StatusCreated, Response: new(Comment), Summary: "Add a comment; @mentions wake the agents named, and the assignee agent is woken",
 			Body: commentCreateBody{}, Handle: handleCommentCreate},
-		route{Method: http.MethodDelete, Path: "/api/issues/{id}/comments/{commentId}", Summary: "Delete a comment (its author or the board)",
+		route{Method: http.MethodDelete, Path: "/api/issues/{id}/comments/{commentId}", Response: new(Comment), Summary: "Delete a comment (its author or the board)",
 			Handle: handleCommentDelete},
 	)
 	addMethods(map[string]method{
@@ -605,4 +605,12 @@ func callCommentsAdd(w *Work, ctx context.Context, call *sdk.MethodCall) (any, e
 		return nil, forbidden("Issue belongs to another company")
 	}
 	return w.commentInsert(ctx, &CommentInsertParams{Issue: iss, Body: in.Body, AuthorType: in.AuthorType})
+}
+
+// commentListQuery documents the query parameters of the comment list.
+type commentListQuery struct {
+	After  string `query:"after" doc:"A comment id or an ISO 8601 time: comments after it"`
+	Order  string `query:"order" jsonschema:"enum=asc,enum=desc"`
+	Limit  int    `query:"limit" jsonschema:"minimum=1,maximum=500"`
+	Offset int    `query:"offset" jsonschema:"minimum=0"`
 }

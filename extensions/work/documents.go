@@ -43,21 +43,21 @@ const (
 
 func init() {
 	addRoutes(
-		route{Method: http.MethodGet, Path: "/api/issues/{id}/documents", Summary: "List an issue's documents",
+		route{Method: http.MethodGet, Path: "/api/issues/{id}/documents", Response: new([]*IssueDocumentSummary), Summary: "List an issue's documents",
 			Handle: handleDocumentList},
-		route{Method: http.MethodGet, Path: "/api/issues/{id}/documents/{key}", Summary: "Get an issue document with its latest body",
+		route{Method: http.MethodGet, Path: "/api/issues/{id}/documents/{key}", Response: new(IssueDocument), Summary: "Get an issue document with its latest body",
 			Handle: handleDocumentGet},
-		route{Method: http.MethodPut, Path: "/api/issues/{id}/documents/{key}", Summary: "Create (no baseRevisionId) or update (baseRevisionId of the latest revision) an issue document",
+		route{Method: http.MethodPut, Path: "/api/issues/{id}/documents/{key}", Response: new(documentWrite), Summary: "Create (no baseRevisionId) or update (baseRevisionId of the latest revision) an issue document",
 			Body: documentPutBody{}, Handle: handleDocumentPut},
-		route{Method: http.MethodDelete, Path: "/api/issues/{id}/documents/{key}", Summary: "Delete an issue document and its revisions",
+		route{Method: http.MethodDelete, Path: "/api/issues/{id}/documents/{key}", Response: new(map[string]any), Summary: "Delete an issue document and its revisions",
 			Handle: handleDocumentDelete},
-		route{Method: http.MethodGet, Path: "/api/issues/{id}/documents/{key}/revisions", Summary: "List a document's revisions, newest first",
+		route{Method: http.MethodGet, Path: "/api/issues/{id}/documents/{key}/revisions", Response: new(map[string]any), Summary: "List a document's revisions, newest first",
 			Handle: handleDocumentRevisions},
-		route{Method: http.MethodPost, Path: "/api/issues/{id}/documents/{key}/revisions/{revisionId}/restore", Summary: "Write an old revision forward as the new latest revision",
+		route{Method: http.MethodPost, Path: "/api/issues/{id}/documents/{key}/revisions/{revisionId}/restore", Response: new(documentWrite), Summary: "Write an old revision forward as the new latest revision",
 			Handle: handleDocumentRestore},
-		route{Method: http.MethodPost, Path: "/api/issues/{id}/documents/{key}/lock", Summary: "Lock a document (idempotent; only the holder may then write)",
+		route{Method: http.MethodPost, Path: "/api/issues/{id}/documents/{key}/lock", Response: new(DocumentLockState), Summary: "Lock a document (idempotent; only the holder may then write)",
 			Handle: handleDocumentLock},
-		route{Method: http.MethodPost, Path: "/api/issues/{id}/documents/{key}/unlock", Summary: "Unlock a document (the holder or the board; idempotent)",
+		route{Method: http.MethodPost, Path: "/api/issues/{id}/documents/{key}/unlock", Response: new(DocumentLockState), Summary: "Unlock a document (the holder or the board; idempotent)",
 			Handle: handleDocumentUnlock},
 	)
 }

@@ -43,13 +43,13 @@ type Goal struct {
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/companies/{companyId}/goals", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/goals", Query: goalListQuery{}, Response: new([]*Goal), CompanyFromPath: true,
 			Summary: "List the company's goals (filters status, level, parentId — 'null' for top-level goals)", Handle: handleGoalList},
-		route{Method: "POST", Path: "/api/companies/{companyId}/goals", CompanyFromPath: true,
+		route{Method: "POST", Path: "/api/companies/{companyId}/goals", Status: http.StatusCreated, Response: new(Goal), CompanyFromPath: true,
 			Summary: "Create a goal", Body: goalBody{}, Handle: handleGoalCreate},
-		route{Method: "GET", Path: "/api/goals/{id}", Summary: "Read a goal", Handle: handleGoalGet},
-		route{Method: "PATCH", Path: "/api/goals/{id}", Summary: "Update a goal (the partial create body)", Body: goalBody{}, Handle: handleGoalPatch},
-		route{Method: "DELETE", Path: "/api/goals/{id}", Summary: "Delete a goal; its children become top-level", Handle: handleGoalDelete},
+		route{Method: "GET", Path: "/api/goals/{id}", Response: new(Goal), Summary: "Read a goal", Handle: handleGoalGet},
+		route{Method: "PATCH", Path: "/api/goals/{id}", Response: new(Goal), Summary: "Update a goal (the partial create body)", Body: goalBody{}, Handle: handleGoalPatch},
+		route{Method: "DELETE", Path: "/api/goals/{id}", Response: new(Goal), Summary: "Delete a goal; its children become top-level", Handle: handleGoalDelete},
 	)
 }
 
@@ -343,4 +343,9 @@ func handleGoalDelete(w *Work, rw http.ResponseWriter, r *http.Request) {
 	}
 	w.activityOrLog(ctx, g.CompanyID, "goal.deleted", "goal", g.ID, map[string]any{"title": g.Title})
 	sdk.WriteJSON(rw, http.StatusOK, g)
+}
+
+// goalListQuery documents the query parameters of the goal list.
+type goalListQuery struct {
+	ParentID string `query:"parentId"`
 }

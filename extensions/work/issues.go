@@ -139,25 +139,25 @@ type IssuePatchResult struct {
 
 func init() {
 	addRoutes(
-		route{Method: "POST", Path: "/api/companies/{companyId}/issues", CompanyFromPath: true,
+		route{Method: "POST", Path: "/api/companies/{companyId}/issues", Status: http.StatusCreated, Response: new(IssueView), CompanyFromPath: true,
 			Summary: "Create an issue (201; 200 with the existing issue for a repeated idempotencyKey)", Body: IssueCreateBody{},
 			Handle: (*Work).issueCreateRoute},
-		route{Method: "GET", Path: "/api/companies/{companyId}/issues", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/issues", Query: issueListQuery{}, Response: new([]IssueView), CompanyFromPath: true,
 			Summary: "List a company's issues (filters status, assigneeAgentId ('null' = unassigned), assigneeUserId, projectId, " +
 				"parentId, goalId, labelId, q, originKind, originKindPrefix, originId, includeRoutineExecutions; sortField " +
 				"updatedAt|createdAt|priority|status, sortDir; limit 1-500 default 50, offset)",
 			Handle: (*Work).issueListRoute},
-		route{Method: "GET", Path: "/api/companies/{companyId}/issues/count", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/issues/count", Query: issueListQuery{}, Response: new(map[string]int), CompanyFromPath: true,
 			Summary: "Count a company's issues with the list filters", Handle: (*Work).issueCountRoute},
-		route{Method: "GET", Path: "/api/issues/{id}",
+		route{Method: "GET", Path: "/api/issues/{id}", Response: new(IssueDetail),
 			Summary: "Get an issue by UUID or identifier with labels, blockers, blocked issues, ancestors, project and goal",
 			Handle:  (*Work).issueGetRoute},
-		route{Method: "PATCH", Path: "/api/issues/{id}",
+		route{Method: "PATCH", Path: "/api/issues/{id}", Response: new(IssuePatchResult),
 			Summary: "Update an issue (status moves follow the transition table; comment adds a comment)", Body: IssuePatchBody{},
 			Handle: (*Work).issuePatchRoute},
-		route{Method: "DELETE", Path: "/api/issues/{id}", Access: sdk.AccessBoard,
+		route{Method: "DELETE", Path: "/api/issues/{id}", Response: new(Issue), Access: sdk.AccessBoard,
 			Summary: "Delete an issue; its children lose their parent", Handle: (*Work).issueDeleteRoute},
-		route{Method: "POST", Path: "/api/issues/{id}/children",
+		route{Method: "POST", Path: "/api/issues/{id}/children", Status: http.StatusCreated, Response: new(IssueView),
 			Summary: "Create a child issue (acceptanceCriteria, blockParentUntilDone)", Body: IssueChildCreateBody{},
 			Handle: (*Work).issueChildCreateRoute},
 	)
@@ -1512,4 +1512,25 @@ func issueCreatedWake(companyID string, iss *Issue) *WakeRequest {
 	}
 	return &WakeRequest{AgentID: *iss.AssigneeAgentID, CompanyID: companyID, Source: "assignment", Reason: "issue_assigned",
 		Payload: map[string]any{"issueId": iss.ID}, IdempotencyKey: "issue_assigned:" + iss.ID + ":" + *iss.AssigneeAgentID}
+}
+
+// issueListQuery documents the query parameters of the issue list and count.
+type issueListQuery struct {
+	Status                   string `query:"status" doc:"Comma-separated statuses"`
+	AssigneeAgentID          string `query:"assigneeAgentId" doc:"An agent id, or null for unassigned issues"`
+	AssigneeUserID           string `query:"assigneeUserId"`
+	ProjectID                string `query:"projectId" jsonschema:"format=uuid"`
+	ParentID                 string `query:"parentId" doc:"Issues whose parent is this issue id"`
+	GoalID                   string `query:"goalId" jsonschema:"format=uuid"`
+	LabelID                  string `query:"labelId" jsonschema:"format=uuid"`
+	Q                        string `query:"q" doc:"Text search over identifier, title and description"`
+	OriginKind               string `query:"originKind"`
+	OriginKindPrefix         string `query:"originKindPrefix"`
+	OriginID                 string `query:"originId"`
+	IncludeRoutineExecutions bool   `query:"includeRoutineExecutions"`
+	ExcludeRoutineExecutions bool   `query:"excludeRoutineExecutions"`
+	SortField                string `query:"sortField" jsonschema:"enum=updatedAt,enum=createdAt,enum=priority,enum=status"`
+	SortDir                  string `query:"sortDir" jsonschema:"enum=asc,enum=desc"`
+	Limit                    int    `query:"limit" jsonschema:"minimum=1,maximum=500" doc:"Page size (default 50)"`
+	Offset                   int    `query:"offset" jsonschema:"minimum=0"`
 }

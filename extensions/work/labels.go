@@ -37,11 +37,11 @@ var labelColorRE = regexp.MustCompile(`^#[0-9A-Fa-f]{6}$`)
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/companies/{companyId}/labels", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/labels", Response: new([]Label), CompanyFromPath: true,
 			Summary: "List a company's issue labels by name", Handle: (*Work).labelList},
-		route{Method: "POST", Path: "/api/companies/{companyId}/labels", CompanyFromPath: true,
+		route{Method: "POST", Path: "/api/companies/{companyId}/labels", Status: http.StatusCreated, Response: new(Label), CompanyFromPath: true,
 			Summary: "Create an issue label (name unique per company, color #RRGGBB)", Body: LabelCreateBody{}, Handle: (*Work).labelCreate},
-		route{Method: "DELETE", Path: "/api/labels/{labelId}",
+		route{Method: "DELETE", Path: "/api/labels/{labelId}", Response: new(Label),
 			Summary: "Delete an issue label; issues lose it", Handle: (*Work).labelDelete},
 	)
 	addMethods(map[string]method{

@@ -46,13 +46,13 @@ func (k issueMarkKind) jsonField() string {
 
 func init() {
 	addRoutes(
-		route{Method: "POST", Path: "/api/issues/{id}/read",
+		route{Method: "POST", Path: "/api/issues/{id}/read", Response: new(map[string]any),
 			Summary: "Mark an issue read for the calling user or agent", Handle: markHandler(issueMarkRead, true)},
-		route{Method: "DELETE", Path: "/api/issues/{id}/read",
+		route{Method: "DELETE", Path: "/api/issues/{id}/read", Response: new(map[string]any),
 			Summary: "Mark an issue unread for the calling user or agent", Handle: markHandler(issueMarkRead, false)},
-		route{Method: "POST", Path: "/api/issues/{id}/inbox-archive",
+		route{Method: "POST", Path: "/api/issues/{id}/inbox-archive", Response: new(map[string]any),
 			Summary: "Archive an issue from the calling user's or agent's inbox", Handle: markHandler(issueMarkArchive, true)},
-		route{Method: "DELETE", Path: "/api/issues/{id}/inbox-archive",
+		route{Method: "DELETE", Path: "/api/issues/{id}/inbox-archive", Response: new(map[string]any),
 			Summary: "Return an issue to the calling user's or agent's inbox", Handle: markHandler(issueMarkArchive, false)},
 	)
 }

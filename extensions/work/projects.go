@@ -99,19 +99,19 @@ type ProjectWorkspace struct {
 
 func init() {
 	addRoutes(
-		route{Method: "GET", Path: "/api/companies/{companyId}/projects", CompanyFromPath: true,
+		route{Method: "GET", Path: "/api/companies/{companyId}/projects", Query: projectListQuery{}, Response: new([]*Project), CompanyFromPath: true,
 			Summary: "List the company's projects (filter status; limit default 200, at most 500)", Handle: handleProjectList},
-		route{Method: "POST", Path: "/api/companies/{companyId}/projects", CompanyFromPath: true,
+		route{Method: "POST", Path: "/api/companies/{companyId}/projects", Status: http.StatusCreated, Response: new(Project), CompanyFromPath: true,
 			Summary: "Create a project, optionally with goals and a first workspace", Body: projectCreateBody{}, Handle: handleProjectCreate},
-		route{Method: "GET", Path: "/api/projects/{id}", Summary: "Read a project with its goal ids and workspaces", Handle: handleProjectGet},
-		route{Method: "PATCH", Path: "/api/projects/{id}",
+		route{Method: "GET", Path: "/api/projects/{id}", Response: new(Project), Summary: "Read a project with its goal ids and workspaces", Handle: handleProjectGet},
+		route{Method: "PATCH", Path: "/api/projects/{id}", Response: new(Project),
 			Summary: "Update a project; pauseReason pauses it (null resumes), goalIds replaces its goals", Body: projectPatchBody{}, Handle: handleProjectPatch},
-		route{Method: "DELETE", Path: "/api/projects/{id}", Summary: "Delete a project and its workspaces", Handle: handleProjectDelete},
-		route{Method: "GET", Path: "/api/projects/{id}/workspaces", Summary: "List a project's workspaces", Handle: handleWorkspaceList},
-		route{Method: "POST", Path: "/api/projects/{id}/workspaces",
+		route{Method: "DELETE", Path: "/api/projects/{id}", Response: new(Project), Summary: "Delete a project and its workspaces", Handle: handleProjectDelete},
+		route{Method: "GET", Path: "/api/projects/{id}/workspaces", Response: new([]*ProjectWorkspace), Summary: "List a project's workspaces", Handle: handleWorkspaceList},
+		route{Method: "POST", Path: "/api/projects/{id}/workspaces", Status: http.StatusCreated, Response: new(ProjectWorkspace),
 			Summary: "Add a workspace (cwd or repoUrl required; isPrimary clears the other primaries)", Body: workspaceBody{}, Handle: handleWorkspaceCreate},
-		route{Method: "PATCH", Path: "/api/projects/{id}/workspaces/{workspaceId}", Summary: "Update a workspace", Body: workspaceBody{}, Handle: handleWorkspacePatch},
-		route{Method: "DELETE", Path: "/api/projects/{id}/workspaces/{workspaceId}",
+		route{Method: "PATCH", Path: "/api/projects/{id}/workspaces/{workspaceId}", Response: new(ProjectWorkspace), Summary: "Update a workspace", Body: workspaceBody{}, Handle: handleWorkspacePatch},
+		route{Method: "DELETE", Path: "/api/projects/{id}/workspaces/{workspaceId}", Response: new(ProjectWorkspace),
 			Summary: "Delete a workspace (the oldest remaining becomes primary when the primary goes)", Handle: handleWorkspaceDelete},
 	)
 }
@@ -1075,4 +1075,9 @@ func handleWorkspaceDelete(w *Work, rw http.ResponseWriter, r *http.Request) {
 	}
 	w.activityOrLog(ctx, p.CompanyID, "project.workspace_deleted", "project", p.ID, map[string]any{"workspaceId": ws.ID, "name": ws.Name})
 	sdk.WriteJSON(rw, http.StatusOK, ws)
+}
+
+// projectListQuery documents the query parameters of the project list.
+type projectListQuery struct {
+	Status string `query:"status"`
 }

@@ -354,7 +354,7 @@ type SearchResponse struct {
 }
 
 func init() {
-	addRoutes(route{Method: "GET", Path: "/api/companies/{companyId}/search", CompanyFromPath: true,
+	addRoutes(route{Method: "GET", Path: "/api/companies/{companyId}/search", Query: searchQuery{}, Response: new(SearchResponse), CompanyFromPath: true,
 		Summary: "Search issues, comments, documents, artifacts, agents and projects (q ≤200, scope, limit 1–50, offset ≤200, " +
 			"issue filters status, priority, assigneeAgentId, assigneeUserId, projectId, labelId, updatedWithin, updatedAfter; " +
 			"sort relevance|updated|created|priority)",
@@ -831,4 +831,13 @@ func (w *Work) searchAgents(ctx context.Context, companyID string, q *SearchQuer
 		out = out[:k]
 	}
 	return out, nil
+}
+
+// searchQuery documents the query parameters of company search.
+type searchQuery struct {
+	Q      string `query:"q" doc:"The text to find"`
+	Scope  string `query:"scope"`
+	Status string `query:"status" doc:"Comma-separated issue statuses"`
+	Limit  int    `query:"limit" jsonschema:"minimum=1"`
+	Offset int    `query:"offset" jsonschema:"minimum=0"`
 }

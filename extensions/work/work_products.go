@@ -44,13 +44,13 @@ const (
 // by the init of a file sorted after work.go would be missing from the manifest.
 var _ = func() bool {
 	addRoutes(
-		route{Method: http.MethodGet, Path: "/api/issues/{id}/work-products", Summary: "List an issue's work products",
+		route{Method: http.MethodGet, Path: "/api/issues/{id}/work-products", Response: new([]*WorkProduct), Summary: "List an issue's work products",
 			Handle: handleWorkProductList},
-		route{Method: http.MethodPost, Path: "/api/issues/{id}/work-products", Summary: "Record a work product of an issue (pull request, branch, preview, artifact, …)",
+		route{Method: http.MethodPost, Path: "/api/issues/{id}/work-products", Status: http.StatusCreated, Response: new(WorkProduct), Summary: "Record a work product of an issue (pull request, branch, preview, artifact, …)",
 			Body: workProductBody{}, Handle: handleWorkProductCreate},
-		route{Method: http.MethodPatch, Path: "/api/work-products/{id}", Summary: "Update a work product",
+		route{Method: http.MethodPatch, Path: "/api/work-products/{id}", Response: new(WorkProduct), Summary: "Update a work product",
 			Body: workProductBody{}, Handle: handleWorkProductUpdate},
-		route{Method: http.MethodDelete, Path: "/api/work-products/{id}", Summary: "Delete a work product",
+		route{Method: http.MethodDelete, Path: "/api/work-products/{id}", Response: new(WorkProduct), Summary: "Delete a work product",
 			Handle: handleWorkProductDelete},
 	)
 	return true

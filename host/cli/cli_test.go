@@ -88,6 +88,7 @@ func TestCLI(t *testing.T) {
 	t.Run("Plugin", func(t *testing.T) { t.Parallel(); testPluginCommands(t, h) })
 	t.Run("Login", func(t *testing.T) { t.Parallel(); testLogin(t, h) })
 	t.Run("ClientMatchesOpenAPI", func(t *testing.T) { t.Parallel(); testClientMatchesOpenAPI(t, h) })
+	t.Run("OpenAPIValidates", func(t *testing.T) { t.Parallel(); testOpenAPIValidates(t, h) })
 }
 
 // testCommands drives a company's day through the CLI: companies, agents (create, pause,

@@ -33,6 +33,10 @@ func (s *Supervisor) routesFor(m *managed) []*kernel.Route {
 		route := &kernel.Route{
 			Method: r.Method, Pattern: r.Path, Owner: mf.Key, Access: kernel.Access(r.Access),
 			Permission: r.Permission, Summary: r.Summary, RequestSchema: r.RequestSchema, Status: http.StatusOK,
+			ResponseSchema: r.ResponseSchema, Query: r.Query, Errors: r.Errors,
+		}
+		if r.Status != 0 {
+			route.Status = r.Status
 		}
 		if r.Company != nil {
 			route.CompanyFrom, route.CompanyKey = r.Company.From, r.Company.Key

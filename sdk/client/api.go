@@ -177,7 +177,8 @@ type Adapter struct {
 	Disabled bool   `json:"disabled"`
 }
 
-// AdapterInstalled is the answer of an adapter install or reinstall.
+// AdapterInstalled is the answer of an adapter install or reinstall: the type and the
+// package key and version now serving it.
 type AdapterInstalled struct {
 	Raw
 	Type    string `json:"type"`

@@ -9,7 +9,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/invopop/jsonschema"
@@ -30,7 +32,17 @@ type Route[E any] struct {
 	CompanyFromPath bool
 	Summary         string
 	// Body is a value of the request body type, documented in /api/openapi.json.
-	Body   any
+	Body any
+	// Status is the success status (default 200; 201 where the route creates).
+	Status int
+	// Response is a value of the success answer's type, documented in /api/openapi.json.
+	Response any
+	// Query is a struct value whose `query:"name"` fields document the query parameters
+	// (a `doc:"..."` tag describes one; `jsonschema` tags constrain it).
+	Query any
+	// Errors are error statuses the route answers beyond those implied by its access, path
+	// parameters and body (such as 409 for a conflict).
+	Errors []int
 	Handle func(e E, rw http.ResponseWriter, r *http.Request)
 }
 
@@ -120,6 +132,13 @@ func (t *Table[E]) Manifest(base *sdk.Manifest) *sdk.Manifest {
 				sr.RequestSchema = b
 			}
 		}
+		sr.Status, sr.Errors = rt.Status, rt.Errors
+		if rt.Response != nil {
+			sr.ResponseSchema = ResponseSchema(rt.Response)
+		}
+		if rt.Query != nil {
+			sr.Query = QueryParams(rt.Query)
+		}
 		m.Routes = append(m.Routes, sr)
 	}
 	sort.Slice(m.Routes, func(i, j int) bool {
@@ -158,4 +177,62 @@ func (t *Table[E]) Call(e E, key string, ctx context.Context, call *sdk.MethodCa
 		return nil, &sdk.Error{Status: http.StatusNotImplemented, Code: "method_not_provided", Message: key + " does not provide " + call.Method}
 	}
 	return m.Call(e, ctx, call)
+}
+
+// ResponseSchema reflects an answer type into a JSON Schema whose named types are under
+// $defs (so recursive types stay finite); nil when the type cannot be reflected.
+func ResponseSchema(v any) (out json.RawMessage) {
+	defer func() {
+		if recover() != nil {
+			out = nil
+		}
+	}()
+	r := &jsonschema.Reflector{Anonymous: true, AllowAdditionalProperties: true}
+	s := r.Reflect(v)
+	s.Version, s.ID = "", ""
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// QueryParams documents the `query:"name"` fields of a struct value: each field's schema
+// (from its type and `jsonschema` tag), its `doc` tag as the description, and required when
+// the jsonschema tag says so.
+func QueryParams(v any) []sdk.QueryParam {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	r := &jsonschema.Reflector{FieldNameTag: "query", DoNotReference: true, ExpandedStruct: true, RequiredFromJSONSchemaTags: true}
+	s := r.ReflectFromType(t)
+	required := map[string]bool{}
+	for _, name := range s.Required {
+		required[name] = true
+	}
+	var out []sdk.QueryParam
+	for _, f := range reflect.VisibleFields(t) {
+		name, _, _ := strings.Cut(f.Tag.Get("query"), ",")
+		if name == "" || name == "-" || !f.IsExported() || f.Anonymous {
+			continue
+		}
+		p := sdk.QueryParam{Name: name, Description: f.Tag.Get("doc"), Required: required[name]}
+		if s.Properties != nil {
+			if ps, ok := s.Properties.Get(name); ok && ps != nil {
+				if p.Description == "" {
+					p.Description = ps.Description
+				}
+				ps.Description = ""
+				if b, err := json.Marshal(ps); err == nil {
+					p.Schema = b
+				}
+			}
+		}
+		out = append(out, p)
+	}
+	return out
 }
