@@ -418,9 +418,9 @@ func TestPluginTwoNodes(t *testing.T) {
 	t.Parallel()
 	pub := filepath.Join(t.TempDir(), "counter-package")
 	wasmCounterPackage(t, pub, "0.1.0", []string{"activity", "storage"})
-	store := host.NewDirInstaller(filepath.Join(t.TempDir(), "shared-packages"))
+	// Each node has its own data dir and the default package manager: the package reaches
+	// the others through the database alone.
 	configure := func(c *host.Config) {
-		c.Installer = store
 		c.ReconcileInterval = 100 * time.Millisecond
 	}
 	a := sdktest.Start(t, sdktest.Options{Configure: configure})
@@ -430,6 +430,7 @@ func TestPluginTwoNodes(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, b.Do("GET", counter, nil).Status)
 
 	record(t, a.Do("POST", "/api/plugins/install", map[string]any{"packageName": pub, "isLocalPath": true}), http.StatusOK)
+	require.NoError(t, os.RemoveAll(pub), "the source directory is not needed after the install")
 	require.Equal(t, http.StatusOK, a.Do("POST", counter+"/increment", nil).Status)
 	sdktest.WaitFor(t, 30*time.Second, func() bool {
 		res := b.Do("GET", counter, nil)
@@ -443,7 +444,6 @@ func TestPluginTwoNodes(t *testing.T) {
 
 	// A node started afterwards loads the installed package at start (no reconcile needed).
 	c := sdktest.Start(t, sdktest.Options{DatabaseURL: a.DatabaseURL, Configure: func(c *host.Config) {
-		c.Installer = store
 		c.ReconcileInterval = time.Hour
 	}})
 	res := c.Do("GET", counter, nil)

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	_ "github.com/keelhq/keel/extensions/agents"
-	"github.com/keelhq/keel/host"
 	"github.com/keelhq/keel/sdktest"
 )
 
@@ -397,14 +396,13 @@ func TestOverrideWhileServing(t *testing.T) {
 }
 
 // TestPausedOverrideSurvivesRestart installs the override through the API, pauses it,
-// restarts keel on the same database (and package store) and finds the override loaded
+// restarts keel on the same database and finds the override loaded
 // and still paused (runs on the built-in), then resumes it. An override found on the
 // extensions path serves from the start as well.
 func TestPausedOverrideSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	dir := packageDir(t)
-	store := host.NewDirInstaller(filepath.Join(t.TempDir(), "packages"))
-	opts := sdktest.Options{Builtins: true, Configure: func(c *host.Config) { c.Installer = store }}
+	opts := sdktest.Options{Builtins: true}
 	h1 := sdktest.Start(t, opts)
 	f := &fixture{t: t, h: h1, company: h1.CreateCompany("Adapter Restart Co")}
 	agent := f.agent("Restarter", `echo ran-${KEEL_CUSTOM_ADAPTER:+custom}${KEEL_CUSTOM_ADAPTER:-builtin}`)
@@ -439,17 +437,16 @@ func TestPausedOverrideSurvivesRestart(t *testing.T) {
 	require.Equal(t, "path", f3.registry("process")["source"])
 }
 
-// TestOverrideAcrossNodes runs two keel nodes on one database and package store: an
+// TestOverrideAcrossNodes runs two keel nodes on one database: an
 // override installed on one is loaded by the other (it follows the registry), a pause made
 // on one holds on both at once (it is a kernel row read per run), and a delete on one is
 // followed by the other.
 func TestOverrideAcrossNodes(t *testing.T) {
 	t.Parallel()
 	dir := packageDir(t)
-	store := host.NewDirInstaller(filepath.Join(t.TempDir(), "packages"))
-	configure := func(c *host.Config) { c.Installer = store }
-	a := sdktest.Start(t, sdktest.Options{Builtins: true, Configure: configure})
-	b := sdktest.Start(t, sdktest.Options{Builtins: true, Configure: configure, DatabaseURL: a.DatabaseURL})
+	// Each node has its own data dir: the package reaches the other through the database.
+	a := sdktest.Start(t, sdktest.Options{Builtins: true})
+	b := sdktest.Start(t, sdktest.Options{Builtins: true, DatabaseURL: a.DatabaseURL})
 	fa := &fixture{t: t, h: a, company: a.CreateCompany("Two Node Adapter Co")}
 	fb := &fixture{t: t, h: b, company: fa.company}
 	agent := fa.agent("Either Node", `echo ran-${KEEL_CUSTOM_ADAPTER:+custom}${KEEL_CUSTOM_ADAPTER:-builtin}`)
