@@ -157,6 +157,19 @@ func (o *options) client(cmd *cobra.Command) (*client.Client, error) {
 	return c, nil
 }
 
+// companyClient returns the API client and the id of the company the command acts on.
+func (o *options) companyClient(cmd *cobra.Command) (*client.Client, string, error) {
+	c, err := o.client(cmd)
+	if err != nil {
+		return nil, "", err
+	}
+	companyID, err := o.companyID(cmd.Context(), c)
+	if err != nil {
+		return nil, "", err
+	}
+	return c, companyID, nil
+}
+
 // companyID resolves --company (an id, issue prefix or name) or the only company.
 func (o *options) companyID(ctx context.Context, c *client.Client) (string, error) {
 	want := o.company

@@ -188,11 +188,7 @@ func agentsCommand(o *options) *cobra.Command {
 	createCmd := &cobra.Command{
 		Use: "create NAME", Short: "Create an agent (--adapter process --command 'sh -c ...' for a process agent)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client(cmd)
-			if err != nil {
-				return err
-			}
-			companyID, err := o.companyID(cmd.Context(), c)
+			c, companyID, err := o.companyClient(cmd)
 			if err != nil {
 				return err
 			}
@@ -272,11 +268,7 @@ func printAgent(cmd *cobra.Command, o *options, a *client.Agent) error {
 }
 
 func listAgents(cmd *cobra.Command, o *options) error {
-	c, err := o.client(cmd)
-	if err != nil {
-		return err
-	}
-	companyID, err := o.companyID(cmd.Context(), c)
+	c, companyID, err := o.companyClient(cmd)
 	if err != nil {
 		return err
 	}
@@ -295,11 +287,7 @@ func issuesCommand(o *options) *cobra.Command {
 	var filter client.IssueFilter
 	var assignee string
 	list := func(cmd *cobra.Command, _ []string) error {
-		c, err := o.client(cmd)
-		if err != nil {
-			return err
-		}
-		companyID, err := o.companyID(cmd.Context(), c)
+		c, companyID, err := o.companyClient(cmd)
 		if err != nil {
 			return err
 		}
@@ -335,11 +323,7 @@ func issuesCommand(o *options) *cobra.Command {
 	createCmd := &cobra.Command{
 		Use: "create TITLE", Short: "Create an issue", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client(cmd)
-			if err != nil {
-				return err
-			}
-			companyID, err := o.companyID(cmd.Context(), c)
+			c, companyID, err := o.companyClient(cmd)
 			if err != nil {
 				return err
 			}
@@ -482,11 +466,7 @@ func runsCommand(o *options) *cobra.Command {
 	var filter client.RunFilter
 	var agent string
 	list := func(cmd *cobra.Command, _ []string) error {
-		c, err := o.client(cmd)
-		if err != nil {
-			return err
-		}
-		companyID, err := o.companyID(cmd.Context(), c)
+		c, companyID, err := o.companyClient(cmd)
 		if err != nil {
 			return err
 		}
@@ -562,11 +542,7 @@ func runsCommand(o *options) *cobra.Command {
 
 func routinesCommand(o *options) *cobra.Command {
 	list := func(cmd *cobra.Command, _ []string) error {
-		c, err := o.client(cmd)
-		if err != nil {
-			return err
-		}
-		companyID, err := o.companyID(cmd.Context(), c)
+		c, companyID, err := o.companyClient(cmd)
 		if err != nil {
 			return err
 		}
@@ -603,11 +579,7 @@ func routinesCommand(o *options) *cobra.Command {
 func costsCommand(o *options) *cobra.Command {
 	var from, to string
 	summary := func(cmd *cobra.Command, _ []string) error {
-		c, err := o.client(cmd)
-		if err != nil {
-			return err
-		}
-		companyID, err := o.companyID(cmd.Context(), c)
+		c, companyID, err := o.companyClient(cmd)
 		if err != nil {
 			return err
 		}
