@@ -64,8 +64,10 @@ const (
 	listTrigram
 )
 
-// searchWindow is how many of the newest otherwise-matching cases the window mode searches.
-const searchWindow = 2000
+// searchWindow is how many of the newest otherwise-matching cases the window mode searches:
+// enough for a common term to fill a page, small enough that a term in no case costs little
+// more in a large company than in a small one (window, then the trigram index).
+const searchWindow = 500
 
 // buildListQuery validates a list request's query parameters (a 400 naming every bad one)
 // and builds its select in a mode (listPlain, listWindow, listTrigram; see above).
