@@ -6,15 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -94,93 +91,6 @@ func (x *Cases) caseAttachments(ctx context.Context, caseID string) ([]*Attachme
 	return out, nil
 }
 
-// upload is the one file of an upload, read whole.
-type upload struct {
-	fileName, contentType string
-	data                  []byte
-}
-
-// readUpload reads the single file of a multipart upload, refusing (422) a missing file,
-// an empty one and one over maxBytes (before anything is written), and a second file.
-func readUpload(r *http.Request, maxBytes int64) (*upload, error) {
-	missing := unprocessable("Missing file field 'file'")
-	mr, err := r.MultipartReader()
-	if err != nil {
-		return nil, missing
-	}
-	var up *upload
-	for {
-		part, err := mr.NextPart()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, invalid(attachmentField, "malformed multipart body")
-		}
-		if part.FormName() != attachmentField || part.FileName() == "" {
-			_ = part.Close()
-			continue
-		}
-		if up != nil {
-			_ = part.Close()
-			return nil, unprocessable("Expected exactly one file in field 'file'")
-		}
-		data, err := io.ReadAll(io.LimitReader(part, maxBytes+1))
-		_ = part.Close()
-		if err != nil {
-			return nil, invalid(attachmentField, "malformed multipart body")
-		}
-		if int64(len(data)) > maxBytes {
-			return nil, &sdk.Error{Status: http.StatusUnprocessableEntity, Code: "attachment_too_large",
-				Message: fmt.Sprintf("Attachment exceeds %d bytes", maxBytes), Details: map[string]any{"maxBytes": maxBytes}}
-		}
-		up = &upload{fileName: cleanFileName(part.FileName()), contentType: part.Header.Get("Content-Type"), data: data}
-	}
-	if up == nil {
-		return nil, missing
-	}
-	if len(up.data) == 0 {
-		return nil, unprocessable("Attachment is empty")
-	}
-	up.contentType = contentTypeOf(up.contentType, up.data)
-	return up, nil
-}
-
-// cleanFileName keeps the base name of an uploaded file without control characters or
-// quotes, at most 255 bytes.
-func cleanFileName(name string) string {
-	name = filepath.Base(strings.ReplaceAll(name, "\\", "/"))
-	name = strings.TrimSpace(strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == '"' || r == utf8.RuneError {
-			return -1
-		}
-		return r
-	}, name))
-	for len(name) > 255 {
-		_, size := utf8.DecodeLastRuneInString(name)
-		name = name[:len(name)-size]
-	}
-	if name == "" || name == "." || name == "/" {
-		return "file"
-	}
-	return name
-}
-
-// contentTypeOf normalizes the declared media type, sniffing it when absent or generic.
-func contentTypeOf(declared string, data []byte) string {
-	mt, params, err := mime.ParseMediaType(declared)
-	if err != nil || mt == "" || mt == "application/octet-stream" {
-		mt, params, _ = mime.ParseMediaType(http.DetectContentType(data))
-	}
-	if mt == "" {
-		return "application/octet-stream"
-	}
-	if ct := mime.FormatMediaType(mt, params); ct != "" {
-		return ct
-	}
-	return mt
-}
-
 // storeAsset writes data at attachments/<company>/<sha256[:2]>/<sha256> under the data
 // directory unless that content is there already, and returns the relative path.
 func (x *Cases) storeAsset(companyID, sum string, data []byte) (string, error) {
@@ -220,14 +130,14 @@ func (x *Cases) handleAttachmentUpload(rw http.ResponseWriter, r *http.Request) 
 		x.writeErr(rw, err)
 		return
 	}
-	up, err := readUpload(r, x.maxAttachment)
+	up, err := sdk.ReadFileUpload(r, attachmentField, x.maxAttachment)
 	if err != nil {
 		x.writeErr(rw, err)
 		return
 	}
-	sum := sha256.Sum256(up.data)
+	sum := sha256.Sum256(up.Data)
 	hexSum := hex.EncodeToString(sum[:])
-	rel, err := x.storeAsset(c.CompanyID, hexSum, up.data)
+	rel, err := x.storeAsset(c.CompanyID, hexSum, up.Data)
 	if err != nil {
 		x.writeErr(rw, err)
 		return
@@ -239,13 +149,13 @@ func (x *Cases) handleAttachmentUpload(rw http.ResponseWriter, r *http.Request) 
 		var assetID string
 		if err := tx.QueryRow(ctx, `INSERT INTO case_assets (id, company_id, sha256, byte_size, content_type, storage_path)
 			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (company_id, sha256) DO UPDATE SET sha256 = EXCLUDED.sha256 RETURNING id`,
-			newID(), c.CompanyID, hexSum, len(up.data), up.contentType, rel).Scan(&assetID); err != nil {
+			newID(), c.CompanyID, hexSum, len(up.Data), up.ContentType, rel).Scan(&assetID); err != nil {
 			return fmt.Errorf("error recording asset: %w", err)
 		}
 		id := newID()
 		if _, err := tx.Exec(ctx, `INSERT INTO case_attachments (id, company_id, case_id, asset_id, file_name, created_by_agent_id,
 			created_by_user_id, created_by_run_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			id, c.CompanyID, c.ID, assetID, up.fileName, at.AgentID, at.UserID, at.RunID); err != nil {
+			id, c.CompanyID, c.ID, assetID, up.FileName, at.AgentID, at.UserID, at.RunID); err != nil {
 			return fmt.Errorf("error recording attachment: %w", err)
 		}
 		var err error

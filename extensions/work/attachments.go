@@ -7,15 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
@@ -25,9 +21,6 @@ import (
 
 // attachmentField is the multipart field an upload carries its file in.
 const attachmentField = "file"
-
-// attachmentFileNameMaxBytes caps a stored file name.
-const attachmentFileNameMaxBytes = 255
 
 // attachmentInlineTypes are the media types served inline (unless ?download=1); anything
 // else is served as a download so that uploaded HTML or SVG never renders in the app's origin.
@@ -72,96 +65,6 @@ type Attachment struct {
 func (a *Attachment) withContentPath() *Attachment {
 	a.ContentPath = "/api/attachments/" + a.ID + "/content"
 	return a
-}
-
-// attachmentUpload is the one file of an upload, read whole.
-type attachmentUpload struct {
-	FileName    string
-	ContentType string
-	Data        []byte
-}
-
-// readAttachmentUpload reads the single file of a multipart upload, refusing (422) a
-// missing file, an empty one, one over maxBytes (before anything is written) and a second
-// file in the field.
-func readAttachmentUpload(r *http.Request, maxBytes int64) (*attachmentUpload, error) {
-	missing := unprocessable("Missing file field 'file'")
-	mr, err := r.MultipartReader()
-	if err != nil {
-		return nil, missing
-	}
-	var up *attachmentUpload
-	for {
-		part, err := mr.NextPart()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, invalid(attachmentField, "malformed multipart body")
-		}
-		if part.FormName() != attachmentField || part.FileName() == "" {
-			_ = part.Close()
-			continue
-		}
-		if up != nil {
-			_ = part.Close()
-			return nil, unprocessable("Expected exactly one file in field 'file'")
-		}
-		data, err := io.ReadAll(io.LimitReader(part, maxBytes+1))
-		_ = part.Close()
-		if err != nil {
-			return nil, invalid(attachmentField, "malformed multipart body")
-		}
-		if int64(len(data)) > maxBytes {
-			return nil, &sdk.Error{Status: http.StatusUnprocessableEntity, Code: "attachment_too_large",
-				Message: fmt.Sprintf("Attachment exceeds %d bytes", maxBytes), Details: map[string]any{"maxBytes": maxBytes}}
-		}
-		up = &attachmentUpload{FileName: attachmentFileName(part.FileName()), ContentType: part.Header.Get("Content-Type"), Data: data}
-	}
-	if up == nil {
-		return nil, missing
-	}
-	if len(up.Data) == 0 {
-		return nil, unprocessable("Attachment is empty")
-	}
-	up.ContentType = attachmentContentType(up.ContentType, up.Data)
-	return up, nil
-}
-
-// attachmentFileName keeps the base name of an uploaded file without control characters
-// or quotes, at most 255 bytes.
-func attachmentFileName(name string) string {
-	name = filepath.Base(strings.ReplaceAll(name, "\\", "/"))
-	name = strings.TrimSpace(strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == '"' || r == utf8.RuneError {
-			return -1
-		}
-		return r
-	}, name))
-	for len(name) > attachmentFileNameMaxBytes {
-		_, size := utf8.DecodeLastRuneInString(name)
-		name = name[:len(name)-size]
-	}
-	if name == "" || name == "." || name == "/" {
-		return "file"
-	}
-	return name
-}
-
-// attachmentContentType normalizes the declared media type, sniffing it when absent,
-// unparseable or generic.
-func attachmentContentType(declared string, data []byte) string {
-	mt, params, err := mime.ParseMediaType(declared)
-	if err != nil || mt == "" || mt == "application/octet-stream" {
-		mt, params, _ = mime.ParseMediaType(http.DetectContentType(data))
-	}
-	if mt == "" {
-		return "application/octet-stream"
-	}
-	if ct := mime.FormatMediaType(mt, params); ct != "" {
-		return ct
-	}
-	return mt
 }
 
 // attachmentStore writes data under dataDir at attachments/<company>/<sha256 prefix>/<id>
@@ -259,7 +162,7 @@ func handleAttachmentUpload(w *Work, rw http.ResponseWriter, r *http.Request) {
 		w.writeErr(rw, err)
 		return
 	}
-	up, err := readAttachmentUpload(r, w.cfg.AttachmentMaxBytes)
+	up, err := sdk.ReadFileUpload(r, attachmentField, w.cfg.AttachmentMaxBytes)
 	if err != nil {
 		w.writeErr(rw, err)
 		return
