@@ -47,6 +47,27 @@ func start(t *testing.T, cfg pgembed.Config) *pgembed.Cluster {
 	return c
 }
 
+// startOnFreePort starts a cluster on a free TCP port of 127.0.0.1, stops it when the test
+// ends, and returns it with the port.
+// Another test may take a port between choosing it and binding it; a few fresh tries make
+// that race harmless.
+func startOnFreePort(t *testing.T, dir string) (*pgembed.Cluster, int) {
+	t.Helper()
+	for try := 0; ; try++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		port := ln.Addr().(*net.TCPAddr).Port
+		require.NoError(t, ln.Close())
+		c, err := pgembed.Start(context.Background(), pgembed.Config{DataDir: dir, Port: port})
+		if err != nil && try < 4 && strings.Contains(err.Error(), "is already in use") {
+			continue
+		}
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Stop() })
+		return c, port
+	}
+}
+
 func queryInt(t *testing.T, dsn, sql string) int {
 	t.Helper()
 	ctx := context.Background()
@@ -116,12 +137,8 @@ func TestLifecycle(t *testing.T) {
 	require.True(t, processGone(pid), "postgres pid %d still runs after Stop", pid)
 
 	// Warm restart, this time also listening on TCP.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, ln.Close())
 	began = time.Now()
-	c2 := start(t, pgembed.Config{DataDir: dir, Port: port})
+	c2, port := startOnFreePort(t, dir)
 	t.Logf("warm start: %s", time.Since(began))
 	require.NotEqual(t, pid, c2.PID())
 	require.Contains(t, c2.DSN("postgres"), fmt.Sprintf("port=%d", port))
@@ -429,12 +446,8 @@ func TestSocketLoginNeedsPassword(t *testing.T) {
 // Unix socket and over 127.0.0.1:port, with the generated password.
 func TestConnectionURLs(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, ln.Close())
 	dir := newDataDir(t)
-	start(t, pgembed.Config{DataDir: dir, Port: port})
+	_, port := startOnFreePort(t, dir)
 
 	socket, tcp, err := pgembed.ConnectionURLs(dir, port, "postgres")
 	require.NoError(t, err)
