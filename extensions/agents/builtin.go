@@ -34,7 +34,8 @@ func init() {
 		},
 		"updateBuiltIn": {
 			Description: "Update a built-in agent (builtinagents only): input {agentId, patch} where patch holds the fields of " +
-				"PATCH /api/agents/{agentId} (metadata may change serviceBuiltInAgent; status paused or idle pauses or resumes). " +
+				"PATCH /api/agents/{agentId} (metadata may change serviceBuiltInAgent; status paused or idle pauses or resumes; " +
+				"terminated terminates, also a pending_approval agent). " +
 				"Returns the agent.",
 			Call: callUpdateBuiltIn,
 		},
@@ -57,9 +58,12 @@ func markerOf(meta json.RawMessage) json.RawMessage {
 // withMarker returns meta with its marker replaced by marker (removed when marker is nil);
 // meta is returned unchanged when it is not an object.
 func withMarker(meta, marker json.RawMessage) json.RawMessage {
-	m := map[string]json.RawMessage{}
+	var m map[string]json.RawMessage
 	if len(bytes.TrimSpace(meta)) > 0 && json.Unmarshal(meta, &m) != nil {
 		return meta
+	}
+	if m == nil {
+		m = map[string]json.RawMessage{}
 	}
 	if marker == nil {
 		delete(m, BuiltInMarker)
@@ -92,14 +96,14 @@ func guardMarkerPatch(stored json.RawMessage, raw map[string]json.RawMessage) er
 	if !ok {
 		return nil
 	}
+	cur := markerOf(stored)
 	var m map[string]json.RawMessage
-	if json.Unmarshal(v, &m) != nil {
-		if cur := markerOf(stored); cur != nil && bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			return markerForbidden()
+	if json.Unmarshal(v, &m) != nil || m == nil {
+		if cur != nil && bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			return markerForbidden() // null clears the metadata, marker included
 		}
 		return nil // not an object: the patch's own validation answers
 	}
-	cur := markerOf(stored)
 	next, named := m[BuiltInMarker]
 	switch {
 	case !named:
@@ -201,6 +205,18 @@ func callUpdateBuiltIn(a *Agents, ctx context.Context, call *sdk.MethodCall) (an
 		return nil, conflict("Terminated agents cannot be changed")
 	}
 	ctx = methodCtx(ctx, call, ag.ID.CompanyId)
+	var st string
+	if v, ok := in.Patch["status"]; ok && json.Unmarshal(v, &st) == nil && st == statusTerminated {
+		// A built-in whose provision was refused or abandoned goes, whatever its status.
+		id, err := a.setStatus(ctx, ag.ID.Id, statusTerminated)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.activity(ctx, ag.ID.CompanyId, "agent.terminated", "agent", ag.ID.Id, map[string]any{"builtIn": true}); err != nil {
+			a.log.Warn("error logging activity", "error", err)
+		}
+		return (&agentRef{ID: id, Cfg: ag.Cfg}).record(false), nil
+	}
 	patch := map[string]json.RawMessage{}
 	for k, v := range in.Patch {
 		if slices.Contains(patchKeys, k) {
