@@ -88,7 +88,9 @@ type RoutineAnswer struct {
 }
 
 // pathDefinition reads the {key} path parameter's definition.
-func pathDefinition(r *http.Request) (*builtins.Definition, error) { return definition(r.PathValue("key")) }
+func pathDefinition(r *http.Request) (*builtins.Definition, error) {
+	return definition(r.PathValue("key"))
+}
 
 func (x *BuiltInAgents) handleList(rw http.ResponseWriter, r *http.Request) {
 	out, err := x.list(r.Context(), sdk.CompanyIDFrom(r.Context()))
