@@ -148,6 +148,21 @@ func TestBuiltInAgents(t *testing.T) {
 		require.Len(t, approvals, 1)
 	})
 
+	t.Run("ApprovedReflectionCoachIsPaused", func(t *testing.T) {
+		t.Parallel()
+		co := company(t, h, "Approved Coach Co", true)
+		b := provision(t, h, co, "reflection-coach", processAdapter, http.StatusAccepted)
+		rtID := *b.Resources.Routines[0].RoutineID
+		require.Nil(t, routine(t, h, rtID)["assigneeAgentId"], "a pending agent cannot be a routine's assignee yet")
+		ok(t, h.Do("POST", "/api/approvals/"+*b.ApprovalID+"/approve", map[string]any{}), http.StatusOK)
+		waitState(t, h, co, "reflection-coach", "paused")
+		sdktest.WaitFor(t, 60*time.Second, func() bool { return routine(t, h, rtID)["assigneeAgentId"] == *b.AgentID },
+			"the routine to get the approved agent")
+		rt := routine(t, h, rtID)
+		require.Equal(t, "paused", rt["status"])
+		require.False(t, scheduleEnabled(t, rt))
+	})
+
 	t.Run("RejectedApprovalLeavesItNotProvisioned", func(t *testing.T) {
 		t.Parallel()
 		co := company(t, h, "Rejected Co", true)
@@ -185,6 +200,7 @@ func TestBuiltInAgents(t *testing.T) {
 
 		// The weekly routine starts disabled.
 		require.Len(t, b.Resources.Routines, 1)
+		require.NotNil(t, b.Resources.Routines[0].TriggerID)
 		rtID := *b.Resources.Routines[0].RoutineID
 		rt := routine(t, h, rtID)
 		require.Equal(t, "paused", rt["status"])

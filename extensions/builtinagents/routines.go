@@ -131,14 +131,16 @@ func (x *BuiltInAgents) ensureRoutine(ctx context.Context, r *row, rt *builtins.
 	}
 	if p.TriggerID == "" || !cur.hasTrigger(p.TriggerID) {
 		var trig struct {
-			ID string `json:"id"`
+			Trigger struct {
+				ID string `json:"id"`
+			} `json:"trigger"`
 		}
 		if err := x.routinesRoute(ctx, r.CompanyID, http.MethodPost, "/api/routines/"+p.RoutineID+"/triggers", map[string]any{
 			"kind": "schedule", "label": "Built-in " + r.Key, "cronExpression": rt.CronExpression, "timezone": rt.Timezone,
 			"enabled": rt.Enabled}, &trig); err != nil {
 			return false, err
 		}
-		p.TriggerID = trig.ID
+		p.TriggerID = trig.Trigger.ID
 		changed = true
 	} else if reset {
 		if err := x.routinesRoute(ctx, r.CompanyID, http.MethodPatch, "/api/routine-triggers/"+p.TriggerID, map[string]any{
