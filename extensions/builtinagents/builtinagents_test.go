@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelhq/keel/kernel"
@@ -338,6 +339,20 @@ func TestBuiltInAgents(t *testing.T) {
 		rec := agentRecord(t, h, *first.AgentID)
 		require.Equal(t, "process", rec["adapterType"])
 		require.Equal(t, []any{"reflection-coach"}, rec["desiredSkills"])
+	})
+
+	t.Run("AdoptsAMarkedAgentItLostTrackOf", func(t *testing.T) {
+		t.Parallel()
+		co := company(t, h, "Adopt Co", false)
+		b := provision(t, h, co, "summarizer", processAdapter, http.StatusOK)
+		conn, err := pgx.Connect(context.Background(), h.DatabaseURL)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		_, err = conn.Exec(context.Background(), `DELETE FROM ext_builtinagents.builtin_agents WHERE company_id = $1`, co)
+		require.NoError(t, err)
+		again := provision(t, h, co, "summarizer", processAdapter, http.StatusOK)
+		require.Equal(t, *b.AgentID, *again.AgentID)
+		require.Equal(t, "ready", again.State)
 	})
 
 	t.Run("NeedsAgentsCreate", func(t *testing.T) {

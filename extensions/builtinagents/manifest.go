@@ -43,7 +43,7 @@ func manifest() *sdk.Manifest {
 			Kernel:  ">=0.1 <1.0",
 			Capabilities: []string{sdk.CapActivity, sdk.CapAuthz, sdk.CapPrincipals, sdk.CapCompanies, sdk.CapCalls,
 				sdk.CapEvents, sdk.CapDatabase},
-			Uses: []string{"agents.get", "agents.createBuiltIn", "agents.updateBuiltIn", "work.approvals.create",
+			Uses: []string{"agents.get", "agents.list", "agents.createBuiltIn", "agents.updateBuiltIn", "work.approvals.create",
 				"work.approvals.get", "routines.invokeRoute"},
 			// A deleted company's rows go with it; a decided hire approval finishes or
 			// abandons a provision under approval.

@@ -201,7 +201,7 @@ func (x *BuiltInAgents) provisionNew(ctx context.Context, r *row, d *builtins.De
 func (x *BuiltInAgents) provision(ctx context.Context, companyID string, d *builtins.Definition, in *provisionInput) (*result, error) {
 	var res *result
 	err := x.withLock(ctx, companyID, d.Key, func(r *row) error {
-		ag, err := x.readAgent(ctx, companyID, r.AgentID)
+		ag, err := x.agentOf(ctx, r)
 		if err != nil {
 			return err
 		}
@@ -264,7 +264,7 @@ func (x *BuiltInAgents) provision(ctx context.Context, companyID string, d *buil
 func (x *BuiltInAgents) reconcile(ctx context.Context, companyID string, d *builtins.Definition) (*result, error) {
 	var res *result
 	err := x.withLock(ctx, companyID, d.Key, func(r *row) error {
-		ag, err := x.readAgent(ctx, companyID, r.AgentID)
+		ag, err := x.agentOf(ctx, r)
 		if err != nil {
 			return err
 		}
@@ -325,7 +325,7 @@ var allResources = []string{resourceAgent, resourceInstructions, resourceSkill, 
 func (x *BuiltInAgents) reset(ctx context.Context, companyID string, d *builtins.Definition, resources []string) (*result, error) {
 	var res *result
 	err := x.withLock(ctx, companyID, d.Key, func(r *row) error {
-		ag, err := x.readAgent(ctx, companyID, r.AgentID)
+		ag, err := x.agentOf(ctx, r)
 		if err != nil {
 			return err
 		}

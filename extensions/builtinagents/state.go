@@ -207,6 +207,65 @@ func (x *BuiltInAgents) readAgent(ctx context.Context, companyID string, agentID
 	return ag, nil
 }
 
+// markedAgents lists the live agents of the company that carry a built-in marker.
+func (x *BuiltInAgents) markedAgents(ctx context.Context, companyID string) ([]*agent, error) {
+	var list []*agent
+	if err := x.host.Call(ctx, "agents.list", sdk.SystemActor(), companyID, map[string]any{"companyId": companyID}, &list); err != nil {
+		return nil, fmt.Errorf("error listing the agents of company %s: %w", companyID, err)
+	}
+	out := []*agent{}
+	for _, ag := range list {
+		if ag.Status != agentTerminated && markerKey(ag) != "" {
+			out = append(out, ag)
+		}
+	}
+	return out, nil
+}
+
+// markerKey is the registry key an agent's marker names, "" without one.
+func markerKey(ag *agent) string {
+	var meta struct {
+		Marker *marker `json:"serviceBuiltInAgent"`
+	}
+	if json.Unmarshal(ag.Metadata, &meta) != nil || meta.Marker == nil {
+		return ""
+	}
+	return meta.Marker.Key
+}
+
+// findMarked looks for a live agent of the company carrying the marker of key: an agent the
+// row lost track of (a provision whose later steps failed, or rows from before a restore) is
+// adopted instead of a second one being created.
+func (x *BuiltInAgents) findMarked(ctx context.Context, companyID, key string) (*agent, error) {
+	marked, err := x.markedAgents(ctx, companyID)
+	if err != nil {
+		return nil, err
+	}
+	for _, ag := range marked {
+		if markerKey(ag) == key {
+			return ag, nil
+		}
+	}
+	return nil, nil
+}
+
+// agentOf reads the row's agent, adopting a marked agent of the company when the row names
+// none that is alive.
+func (x *BuiltInAgents) agentOf(ctx context.Context, r *row) (*agent, error) {
+	ag, err := x.readAgent(ctx, r.CompanyID, r.AgentID)
+	if err != nil || ag != nil {
+		return ag, err
+	}
+	if ag, err = x.findMarked(ctx, r.CompanyID, r.Key); err != nil || ag == nil {
+		return nil, err
+	}
+	r.AgentID = &ag.ID
+	if ag.Status != agentPendingApproval {
+		r.ApprovalID = nil
+	}
+	return ag, nil
+}
+
 // adapterComplete reports whether an adapter config is complete for its type (spec part 2
 // "Built-in agent lifecycle state"): process and command types need a command or script;
 // http a url, endpoint or webhookUrl; openclaw-style and remote-run gateway types a baseUrl
@@ -397,27 +456,34 @@ func view(d *builtins.Definition, r *row, ag *agent) *View {
 
 // status reads one built-in's row and agent and builds its view.
 func (x *BuiltInAgents) status(ctx context.Context, companyID string, d *builtins.Definition) (*View, error) {
-	r, err := x.loadRow(ctx, companyID, d.Key)
+	views, err := x.views(ctx, companyID, []*builtins.Definition{d})
 	if err != nil {
 		return nil, err
 	}
-	var ag *agent
-	if r != nil {
-		if ag, err = x.readAgent(ctx, companyID, r.AgentID); err != nil {
-			return nil, err
-		}
-	}
-	return view(d, r, ag), nil
+	return views[0], nil
 }
 
 // list builds the views of every registry definition, sorted by key.
 func (x *BuiltInAgents) list(ctx context.Context, companyID string) ([]*View, error) {
+	out, err := x.views(ctx, companyID, builtins.All())
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// views reads the rows and agents of definitions and builds their views. A built-in whose row
+// names no live agent shows a marked agent of the company if there is one (read once).
+func (x *BuiltInAgents) views(ctx context.Context, companyID string, defs []*builtins.Definition) ([]*View, error) {
 	rows, err := x.loadRows(ctx, companyID)
 	if err != nil {
 		return nil, err
 	}
-	out := []*View{}
-	for _, d := range builtins.All() {
+	var marked []*agent
+	listed := false
+	out := make([]*View, 0, len(defs))
+	for _, d := range defs {
 		r := rows[d.Key]
 		var ag *agent
 		if r != nil {
@@ -425,9 +491,22 @@ func (x *BuiltInAgents) list(ctx context.Context, companyID string) ([]*View, er
 				return nil, err
 			}
 		}
+		if ag == nil {
+			if !listed {
+				if marked, err = x.markedAgents(ctx, companyID); err != nil {
+					return nil, err
+				}
+				listed = true
+			}
+			for _, m := range marked {
+				if markerKey(m) == d.Key {
+					ag = m
+					break
+				}
+			}
+		}
 		out = append(out, view(d, r, ag))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out, nil
 }
 
