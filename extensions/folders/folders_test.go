@@ -220,6 +220,20 @@ func TestFolders(t *testing.T) {
 		_, perr = call(t, h, "folders.get", f.co, map[string]any{"folderId": bid, "kind": "routine"})
 		require.NotNil(t, perr)
 		require.EqualValues(t, http.StatusUnprocessableEntity, perr.Status)
+		// One entry per write: three patches, six creates, one personal folder (system folders
+		// made through the provided method are not user writes).
+		count := func(action string) int {
+			n := 0
+			for _, a := range f.actions(t) {
+				if a == action {
+					n++
+				}
+			}
+			return n
+		}
+		sdktest.WaitFor(t, 30*time.Second, func() bool { return count("folder.updated") == 3 }, "folder.updated entries")
+		require.Equal(t, 1, count("folder.personal_ensured"))
+		require.Equal(t, 6, count("folder.created"))
 	})
 
 	t.Run("Move", func(t *testing.T) {
@@ -270,6 +284,13 @@ func TestFolders(t *testing.T) {
 		ok(t, mv(a, map[string]any{"position": 5, "parentId": nil}), http.StatusOK)
 		require.Nil(t, byID(t, f.list(t, "routine"), a)["parentId"])
 		wantErr(t, mv(a, map[string]any{"position": 0, "parentId": c}), http.StatusConflict, "Folder slug already exists under this parent")
+		moves := 0
+		for _, a := range f.actions(t) {
+			if a == "folder.moved" {
+				moves++
+			}
+		}
+		require.Equal(t, 3, moves, "one entry per successful move")
 	})
 
 	t.Run("ItemsAndDelete", func(t *testing.T) {
