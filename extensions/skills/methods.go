@@ -360,6 +360,19 @@ func (x *Skills) methodUpsert(ctx context.Context, call *sdk.MethodCall) (any, e
 	if err != nil {
 		return nil, err
 	}
+	// A plugin's skills are filed in its own folder of the bundled tree when they arrive.
+	if res.Created && in.ManagedBy != nil && in.FolderID == nil {
+		if slug := Slugify(*in.ManagedBy); slug != "" {
+			folder, err := x.systemFolder(ctx, call.CompanyID, "bundled:"+slug, *in.ManagedBy, slug, "bundled")
+			if err != nil {
+				x.log.Warn("error filing a plugin's skill", "skill", res.Skill.ID, "error", err)
+			} else if _, err := x.pool.Exec(ctx, `UPDATE skills SET folder_id = $2 WHERE id = $1`, res.Skill.ID, folder); err != nil {
+				return nil, fmt.Errorf("error filing skill %s: %w", res.Skill.ID, err)
+			} else {
+				res.Skill.FolderID = &folder
+			}
+		}
+	}
 	if res.Changed {
 		src := &Source{Type: sourceType, Locator: deref(in.SourceLocator)}
 		out := &importOutcome{}

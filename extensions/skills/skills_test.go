@@ -391,6 +391,14 @@ func TestSkills(t *testing.T) {
 		require.Equal(t, "company/"+c+"/wiki-query", up.Skill["key"])
 		require.Equal(t, "assets", up.Skill["trustLevel"])
 		require.Equal(t, false, up.Skill["editable"])
+		// Filed in the plugin's folder of the bundled tree, which it cannot leave.
+		require.NotNil(t, up.Skill["folderId"])
+		var folder map[string]any
+		require.Nil(t, call(t, h, "folders.get", c, map[string]any{"folderId": up.Skill["folderId"]}, &folder))
+		require.Equal(t, "bundled:plugin-wiki", folder["systemKey"])
+		require.Equal(t, "bundled/plugin-wiki", folder["path"])
+		wantErr(t, h.Do("POST", "/api/companies/"+c+"/folders/items/move", map[string]any{"kind": "skill", "itemId": up.Skill["id"]}),
+			http.StatusForbidden, "Bundled skills cannot be moved")
 		require.Nil(t, call(t, h, "skills.upsert", c, in, &up))
 		require.False(t, up.Created)
 		require.False(t, up.Changed)
