@@ -170,6 +170,8 @@ func (x *Skills) importCandidates(ctx context.Context, companyID string, src *So
 	if err != nil {
 		return nil, err
 	}
+	x.materializeAll(ctx, out.Imported...)
+	x.materializeAll(ctx, out.Updated...)
 	return out, nil
 }
 

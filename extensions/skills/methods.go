@@ -41,8 +41,9 @@ func init() {
 			Call: (*Skills).methodList,
 		},
 		"get": {
-			Description: "Read one skill by {skillId} or {key}, with {includeFiles?}. Output the skill (plus files). 404 \"Skill not found\".",
-			Call:        (*Skills).methodGet,
+			Description: "Read one skill by {skillId} or {key}, with {includeFiles?, materialize?}. Output the skill (plus files; with " +
+				"materialize, localPath: the folder its files were written to on this node, for agent runs). 404 \"Skill not found\".",
+			Call: (*Skills).methodGet,
 		},
 		"upsert": {
 			Description: "Create or update a skill keyed on (company, key). Input {key?, slug?, name?, description?, sourceType? " +
@@ -63,6 +64,7 @@ type methodInput struct {
 	Key            string         `json:"key"`
 	IncludeFiles   bool           `json:"includeFiles"`
 	IncludeBundled *bool          `json:"includeBundled"`
+	Materialize    bool           `json:"materialize"`
 	Slug           string         `json:"slug"`
 	Name           string         `json:"name"`
 	Description    *string        `json:"description"`
@@ -85,6 +87,8 @@ type MethodFile struct {
 type SkillWithFiles struct {
 	*Skill
 	Files []MethodFile `json:"files,omitempty"`
+	// LocalPath is the folder the skill's files were materialised in on this node.
+	LocalPath string `json:"localPath,omitempty"`
 }
 
 // bindCall decodes a call that needs a company.
@@ -249,7 +253,16 @@ func (x *Skills) methodGet(ctx context.Context, call *sdk.MethodCall) (any, erro
 	if s == nil {
 		return nil, sdk.NotFound(msgSkillNotFound)
 	}
-	return x.withFiles(ctx, s, in.IncludeFiles)
+	out, err := x.withFiles(ctx, s, in.IncludeFiles)
+	if err != nil {
+		return nil, err
+	}
+	if in.Materialize {
+		if out.LocalPath, err = x.materialize(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func (x *Skills) methodUpsert(ctx context.Context, call *sdk.MethodCall) (any, error) {

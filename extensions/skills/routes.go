@@ -349,6 +349,7 @@ func (x *Skills) handleCreate(rw http.ResponseWriter, r *http.Request) {
 		x.writeErr(rw, err)
 		return
 	}
+	x.materializeAll(ctx, out.Skill)
 	x.activity(ctx, companyID, "skill.created", out.Skill.ID, map[string]any{"key": key, "slug": slug, "name": name})
 	out.Skill.Markdown = &md
 	sdk.WriteJSON(rw, http.StatusCreated, out.Skill)
@@ -436,6 +437,7 @@ func (x *Skills) handleDelete(rw http.ResponseWriter, r *http.Request) {
 		x.writeErr(rw, fmt.Errorf("error deleting skill %s: %w", s.ID, err))
 		return
 	}
+	x.forget(companyID, s)
 	x.activity(ctx, companyID, "skill.deleted", s.ID, map[string]any{"key": s.Key, "slug": s.Slug, "name": s.Name})
 	sdk.WriteJSON(rw, http.StatusOK, s)
 }
@@ -546,6 +548,7 @@ func (x *Skills) handleFilePatch(rw http.ResponseWriter, r *http.Request) {
 		x.writeErr(rw, err)
 		return
 	}
+	x.materializeAll(ctx, s)
 	x.activity(ctx, companyID, "skill.file_updated", s.ID, map[string]any{"key": s.Key, "path": p})
 	sdk.WriteJSON(rw, http.StatusOK, view)
 }
@@ -642,6 +645,7 @@ func (x *Skills) handleInstallUpdate(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if res.Changed {
+		x.materializeAll(ctx, res.Skill)
 		x.logImport(ctx, companyID, src, &importOutcome{Updated: []*Skill{res.Skill}}, "install-update")
 	}
 	if len(warnings) > 0 {

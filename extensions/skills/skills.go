@@ -46,6 +46,8 @@ type Skills struct {
 	mux   http.Handler
 	fetch *fetcher
 	ends  *Endpoints
+	// dataDir is the extension's data dir, where skills are materialised for agent runs.
+	dataDir string
 }
 
 // New returns an unconfigured Skills.
@@ -65,6 +67,7 @@ func (x *Skills) Configure(ctx context.Context, env *sdk.Env) error {
 		return err
 	}
 	x.ends = ends
+	x.dataDir = env.DataDir
 	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, MaxConns: 4, Migrations: migrationsFS, Dir: "migrations",
 		Line: Key, Schema: Schema, Metrics: env.Metrics})
 	if err != nil {
@@ -103,6 +106,7 @@ func (x *Skills) OnEvent(ctx context.Context, ev *sdk.Event) error {
 		if _, err := migrate.PurgeCompany(ctx, x.pool, Schema, ev.CompanyID); err != nil {
 			return err
 		}
+		return x.forgetCompany(ev.CompanyID)
 	}
 	return nil
 }

@@ -409,6 +409,15 @@ func TestSkills(t *testing.T) {
 		require.Equal(t, "SKILL.md", files[0].(map[string]any)["path"])
 		require.Equal(t, "base64", files[1].(map[string]any)["encoding"])
 		require.Equal(t, "/4A=", files[1].(map[string]any)["content"])
+		// Materialised on this node for agent runs: the files, a script bit where it belongs.
+		require.Nil(t, call(t, h, "skills.get", c, map[string]any{"key": up.Skill["key"], "materialize": true}, &got))
+		dir := got["localPath"].(string)
+		b, err := os.ReadFile(filepath.Join(dir, "SKILL.md"))
+		require.NoError(t, err)
+		require.Contains(t, string(b), "Wiki Query")
+		b, err = os.ReadFile(filepath.Join(dir, "assets", "icon.png"))
+		require.NoError(t, err)
+		require.Equal(t, []byte{0xff, 0x80}, b)
 		var all struct {
 			Skills []map[string]any `json:"skills"`
 		}
@@ -425,6 +434,3 @@ func TestSkills(t *testing.T) {
 		require.EqualValues(t, http.StatusNotFound, e.Status)
 	})
 }
-
-// keep os imported for helpers in other files.
-var _ = os.Getenv
