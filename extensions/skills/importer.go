@@ -108,6 +108,7 @@ func (x *Skills) importCandidates(ctx context.Context, companyID string, src *So
 	out := &importOutcome{Imported: []*Skill{}, Updated: []*Skill{}, Skipped: []map[string]any{}, Conflicts: []map[string]any{},
 		Warnings: []string{}}
 	var preps []*prepared
+	seen := map[string]string{}
 	for _, c := range cands {
 		p, w, err := prepare(companyID, src, c)
 		out.Warnings = append(out.Warnings, w...)
@@ -120,6 +121,12 @@ func (x *Skills) importCandidates(ctx context.Context, companyID string, src *So
 			out.Skipped = append(out.Skipped, map[string]any{"key": p.params.Key, "slug": p.params.Slug, "reason": "bundled_key"})
 			continue
 		}
+		if first, dup := seen[p.params.Key]; dup {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("%s: the key %s is also the key of %s, skipped", c.Dir, p.params.Key, first))
+			out.Skipped = append(out.Skipped, map[string]any{"key": p.params.Key, "slug": p.params.Slug, "reason": "duplicate_key"})
+			continue
+		}
+		seen[p.params.Key] = c.Dir
 		preps = append(preps, p)
 	}
 	var folderID *string

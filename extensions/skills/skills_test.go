@@ -310,6 +310,8 @@ func TestSkills(t *testing.T) {
 			"many/group/b/SKILL.md":        skillMD("Beta", "b"),
 			"many/group/b/assets/img.png":  "png",
 			"many/node_modules/x/SKILL.md": skillMD("Hidden", "never"),
+			"many/c/SKILL.md":              skillMD("Gamma", "c", "key: team/dup"),
+			"many/d/SKILL.md":              skillMD("Delta", "d", "key: team/dup"),
 			"plain/README.md":              "no skill",
 		})
 		one := imp(t, c, filepath.Join(dir, "single", "SKILL.md"))
@@ -317,7 +319,9 @@ func TestSkills(t *testing.T) {
 		require.Equal(t, "local_path", one["imported"].([]any)[0].(map[string]any)["sourceType"])
 		require.Equal(t, []string{"team/single"}, keys(imp(t, c, filepath.Join(dir, "single"))["imported"].([]any)))
 		many := imp(t, c, filepath.Join(dir, "many"))
-		require.Len(t, many["imported"], 2)
+		require.Len(t, many["imported"], 3, "a, b and the first of two skills sharing a key")
+		require.Len(t, many["warnings"], 1)
+		require.Contains(t, many["warnings"].([]any)[0], "also the key of")
 		wantErr(t, h.Do("POST", "/api/companies/"+c+"/skills/import", map[string]any{"source": filepath.Join(dir, "plain")}),
 			http.StatusUnprocessableEntity, "")
 		wantErr(t, h.Do("POST", "/api/companies/"+c+"/skills/import", map[string]any{"source": filepath.Join(dir, "plain", "README.md")}),
