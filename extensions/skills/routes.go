@@ -186,25 +186,55 @@ func (x *Skills) agentsUsing(ctx context.Context, companyID string, skills []*Sk
 // bundled folder. Unchanged skills are not written.
 func (x *Skills) ensureBundled(ctx context.Context, companyID string) error {
 	src := &Source{Type: SourceBundled, Locator: "keel://skills"}
+	// Fast path: one read says whether every bundled skill is there, filed and current.
+	want := map[string]string{}
+	for _, c := range catalog {
+		if c.Kind == "bundled" {
+			want[c.Key] = contentHash(c.files)
+		}
+	}
+	keys := make([]string, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	current := 0
+	rows, err := x.pool.Query(ctx, `SELECT key, content_hash FROM skills WHERE company_id = $1 AND key = ANY($2)
+		AND source_type = $3 AND folder_id IS NOT NULL`, companyID, keys, SourceBundled)
+	if err != nil {
+		return fmt.Errorf("error reading the bundled skills of company %s: %w", companyID, err)
+	}
+	for rows.Next() {
+		var k, h string
+		if err := rows.Scan(&k, &h); err != nil {
+			rows.Close()
+			return fmt.Errorf("error reading the bundled skills of company %s: %w", companyID, err)
+		}
+		if want[k] == h {
+			current++
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("error reading the bundled skills of company %s: %w", companyID, err)
+	}
+	if current == len(want) {
+		return nil
+	}
 	var cands []candidate
 	for _, c := range catalog {
 		if c.Kind == "bundled" {
 			cands = append(cands, candidate{Dir: c.Slug, Files: c.files, Locator: "keel://skills/" + c.Slug})
 		}
 	}
-	out, err := x.importCandidates(ctx, companyID, src, cands, importOptions{})
-	if err != nil {
+	if _, err := x.importCandidates(ctx, companyID, src, cands, importOptions{}); err != nil {
 		return err
 	}
-	var unfiled []*Skill
-	for _, list := range [][]*Skill{out.Imported, out.Updated} {
-		for _, s := range list {
-			if s.FolderID == nil {
-				unfiled = append(unfiled, s)
-			}
-		}
+	var unfiled int
+	if err := x.pool.QueryRow(ctx, `SELECT count(*) FROM skills WHERE company_id = $1 AND key = ANY($2) AND folder_id IS NULL`,
+		companyID, keys).Scan(&unfiled); err != nil {
+		return fmt.Errorf("error reading the bundled skills of company %s: %w", companyID, err)
 	}
-	if len(unfiled) == 0 {
+	if unfiled == 0 {
 		return nil
 	}
 	folder, err := x.systemFolder(ctx, companyID, "bundled", "Bundled", "bundled", "")
@@ -212,10 +242,9 @@ func (x *Skills) ensureBundled(ctx context.Context, companyID string) error {
 		x.log.Warn("error filing bundled skills", "company", companyID, "error", err)
 		return nil
 	}
-	for _, s := range unfiled {
-		if _, err := x.pool.Exec(ctx, `UPDATE skills SET folder_id = $2 WHERE id = $1 AND folder_id IS NULL`, s.ID, folder); err != nil {
-			return fmt.Errorf("error filing bundled skill %s: %w", s.Key, err)
-		}
+	if _, err := x.pool.Exec(ctx, `UPDATE skills SET folder_id = $3 WHERE company_id = $1 AND key = ANY($2) AND folder_id IS NULL`,
+		companyID, keys, folder); err != nil {
+		return fmt.Errorf("error filing the bundled skills of company %s: %w", companyID, err)
 	}
 	return nil
 }
