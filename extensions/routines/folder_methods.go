@@ -159,3 +159,9 @@ func (x *Routines) checkFolder(ctx context.Context, companyID, folderID string) 
 	}
 	return nil
 }
+
+// isUnprocessable reports whether an owner answered 422.
+func isUnprocessable(err error) bool {
+	var e *sdk.Error
+	return errors.As(err, &e) && e.Status == http.StatusUnprocessableEntity
+}

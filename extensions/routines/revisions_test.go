@@ -282,6 +282,19 @@ func TestRoutineRevisions(t *testing.T) {
 		require.Nil(t, res.Map(t)["folderId"])
 		require.Equal(t, 2, revNumber(t, res.Map(t)))
 		require.Nil(t, f.revisions(t, id)[0]["snapshot"].(map[string]any)["routine"].(map[string]any)["folderId"])
+		// A revision filed in a folder deleted since is restored unfiled.
+		var filed string
+		for _, rev := range f.revisions(t, id) {
+			if rev["snapshot"].(map[string]any)["routine"].(map[string]any)["folderId"] == folder {
+				filed = rev["id"].(string)
+			}
+		}
+		require.NotEmpty(t, filed)
+		res = h.Do("DELETE", "/api/companies/"+f.co+"/folders/"+folder, nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		res = h.Do("POST", "/api/routines/"+id+"/revisions/"+filed+"/restore", nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.Nil(t, res.Map(t)["routine"].(map[string]any)["folderId"])
 	})
 
 	t.Run("RunsCarryRevision", func(t *testing.T) {
