@@ -119,6 +119,10 @@ func TestSkills(t *testing.T) {
 			http.StatusForbidden, "Bundled skills cannot be moved")
 		wantErr(t, h.Do("POST", "/api/companies/"+c+"/folders/items/move", map[string]any{"kind": "skill", "itemId": id}),
 			http.StatusForbidden, "Bundled skills cannot be moved")
+		// Nothing enters the bundled tree by hand.
+		managed := ok(t, h.Do("POST", "/api/companies/"+c+"/skills", map[string]any{"name": "Hand made"}), http.StatusCreated)
+		wantErr(t, h.Do("POST", "/api/companies/"+c+"/folders/items/move", map[string]any{"kind": "skill", "itemId": managed["id"],
+			"folderId": bundled["id"]}), http.StatusForbidden, "Bundled folders are read-only")
 		// The file read works on bundled skills.
 		file := ok(t, h.Do("GET", "/api/companies/"+c+"/skills/"+id+"/files?path=SKILL.md", nil), http.StatusOK)
 		require.Contains(t, file["content"], "Heartbeat")
