@@ -71,7 +71,10 @@ func seedCompany(t *testing.T, h *sdktest.Host, name string) string {
 	require.NoError(t, mw.Close())
 	ok(h.Do("POST", "/api/companies/"+company+"/issues/"+issueID+"/attachments", buf.Bytes(), "Content-Type", mw.FormDataContentType()), http.StatusCreated)
 	ok(h.Do("POST", "/api/companies/"+company+"/secrets", map[string]any{"name": "Token", "value": "v"}), http.StatusCreated)
-	routine := ok(h.Do("POST", "/api/companies/"+company+"/routines", map[string]any{"title": "Daily", "assigneeAgentId": agent["id"]}), http.StatusCreated)
+	folder := ok(h.Do("POST", "/api/companies/"+company+"/folders", map[string]any{"kind": "routine", "name": "Ops"}), http.StatusCreated)
+	routine := ok(h.Do("POST", "/api/companies/"+company+"/routines", map[string]any{"title": "Daily", "assigneeAgentId": agent["id"],
+		"folderId": folder["id"]}), http.StatusCreated)
+	ok(h.Do("POST", "/api/companies/"+company+"/skills", map[string]any{"name": "Runbook"}), http.StatusCreated)
 	ok(h.Do("POST", "/api/routines/"+routine["id"].(string)+"/run", map[string]any{}), http.StatusAccepted)
 	ok(h.Do("POST", "/api/companies/"+company+"/cost-events", map[string]any{"agentId": agent["id"], "provider": "anthropic",
 		"model": "m1", "costCents": 3, "occurredAt": time.Now().UTC().Format(time.RFC3339)}), http.StatusCreated)
@@ -92,7 +95,7 @@ func TestCompanyDeletePurgesEveryOwner(t *testing.T) {
 	kept := seedCompany(t, h, "Kept Co")
 
 	before := companyRows(t, h, doomed)
-	for _, schema := range []string{"ext_work.", "ext_agents.", "ext_secrets.", "ext_routines.", "ext_costs."} {
+	for _, schema := range []string{"ext_work.", "ext_agents.", "ext_secrets.", "ext_routines.", "ext_costs.", "ext_folders.", "ext_skills."} {
 		found := false
 		for table := range before {
 			found = found || len(table) > len(schema) && table[:len(schema)] == schema

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	_ "github.com/keelhq/keel/extensions/agents"
+	_ "github.com/keelhq/keel/extensions/folders"
 	"github.com/keelhq/keel/extensions/routines"
 	_ "github.com/keelhq/keel/extensions/secrets"
 	_ "github.com/keelhq/keel/extensions/work"

@@ -38,7 +38,7 @@ func manifest() *sdk.Manifest {
 			Capabilities: []string{sdk.CapActivity, sdk.CapAuthz, sdk.CapPrincipals, sdk.CapCalls, sdk.CapSecrets, sdk.CapJobs,
 				sdk.CapEvents, sdk.CapDatabase},
 			Uses: []string{"work.*", "agents.get", "agents.runStatus", "secrets.createManaged", "secrets.rotateManaged",
-				"secrets.deleteManaged", "secrets.resolve"},
+				"secrets.deleteManaged", "secrets.resolve", "folders.get"},
 			// Execution issues finishing move their runs to completed or failed.
 			Events: []string{"issue.updated", "company.deleted"},
 			ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,

@@ -289,6 +289,16 @@ func (x *Routines) revisionRestoreRoute(rw http.ResponseWriter, r *http.Request)
 		return
 	}
 	s := snap.Routine
+	// A folder deleted since the revision (which unfiled the routine) is not restored.
+	if s.FolderID != nil && deref(s.FolderID) != deref(cur.FolderID) {
+		if err := x.checkFolder(ctx, cur.CompanyID, *s.FolderID); err != nil {
+			if !isNotFound(err) && !isUnprocessable(err) {
+				x.writeErr(rw, err)
+				return
+			}
+			s.FolderID = nil
+		}
+	}
 	set := func(v *string) patchField[string] {
 		if v == nil {
 			return patchField[string]{Set: true, Null: true}

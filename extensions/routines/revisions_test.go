@@ -259,7 +259,17 @@ func TestRoutineRevisions(t *testing.T) {
 	})
 
 	t.Run("FolderAndTitle", func(t *testing.T) {
-		folder := "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"
+		res := h.Do("POST", "/api/companies/"+f.co+"/folders", map[string]any{"kind": "routine", "name": "Ops"})
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		folder := res.Map(t)["id"].(string)
+		skillFolder := h.Do("POST", "/api/companies/"+f.co+"/folders", map[string]any{"kind": "skill", "name": "Ops"}).Map(t)["id"].(string)
+		// The folders owner checks the folder: missing, or of the other kind.
+		res = h.Do("POST", "/api/companies/"+f.co+"/routines", map[string]any{"title": "F", "folderId": "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"})
+		require.Equal(t, http.StatusNotFound, res.Status, "%s", res.Body)
+		require.Equal(t, "Folder not found", res.Map(t)["error"])
+		res = h.Do("POST", "/api/companies/"+f.co+"/routines", map[string]any{"title": "F", "folderId": skillFolder})
+		require.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s", res.Body)
+		require.Equal(t, "Folder kind must match item kind", res.Map(t)["error"])
 		rt := f.routine(t, map[string]any{"title": strings.Repeat("t", 200), "folderId": folder})
 		require.Equal(t, folder, rt["folderId"])
 		id := rt["id"].(string)
@@ -267,11 +277,24 @@ func TestRoutineRevisions(t *testing.T) {
 		wantValidation(t, h.Do("POST", "/api/companies/"+f.co+"/routines", map[string]any{"title": " "}), "title")
 		wantValidation(t, h.Do("POST", "/api/companies/"+f.co+"/routines", map[string]any{"title": "F", "folderId": "nope"}), "folderId")
 		wantValidation(t, h.Do("PATCH", "/api/routines/"+id, map[string]any{"folderId": "nope"}), "folderId")
-		res := h.Do("PATCH", "/api/routines/"+id, map[string]any{"folderId": nil})
+		res = h.Do("PATCH", "/api/routines/"+id, map[string]any{"folderId": nil})
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 		require.Nil(t, res.Map(t)["folderId"])
 		require.Equal(t, 2, revNumber(t, res.Map(t)))
 		require.Nil(t, f.revisions(t, id)[0]["snapshot"].(map[string]any)["routine"].(map[string]any)["folderId"])
+		// A revision filed in a folder deleted since is restored unfiled.
+		var filed string
+		for _, rev := range f.revisions(t, id) {
+			if rev["snapshot"].(map[string]any)["routine"].(map[string]any)["folderId"] == folder {
+				filed = rev["id"].(string)
+			}
+		}
+		require.NotEmpty(t, filed)
+		res = h.Do("DELETE", "/api/companies/"+f.co+"/folders/"+folder, nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		res = h.Do("POST", "/api/routines/"+id+"/revisions/"+filed+"/restore", nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.Nil(t, res.Map(t)["routine"].(map[string]any)["folderId"])
 	})
 
 	t.Run("RunsCarryRevision", func(t *testing.T) {

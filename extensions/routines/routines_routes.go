@@ -39,7 +39,7 @@ type RoutineCreateBody struct {
 	ActivityGatePolicy *string    `json:"activityGatePolicy,omitempty" jsonschema:"enum=always,enum=require_external_activity"`
 	ActivityGateScope  *string    `json:"activityGateScope,omitempty" jsonschema:"enum=company,enum=project"`
 	Variables          []Variable `json:"variables,omitempty"`
-	// FolderID is a UUID or null; it is stored as given (no folders owner checks it yet).
+	// FolderID is a routine folder of the company (checked with the folders owner) or null.
 	FolderID *string `json:"folderId,omitempty" jsonschema:"format=uuid"`
 	// Env maps variable names to strings, {type:"plain",value} or
 	// {type:"secret_ref",secretId,version?} bindings; null for none.
@@ -178,6 +178,11 @@ func (x *Routines) checkRefs(ctx context.Context, companyID string, st *routineS
 		}
 		if !ok {
 			return unprocessable("Goal not found in this company")
+		}
+	}
+	if changed(st.FolderID, cur.FolderID) {
+		if err := x.checkFolder(ctx, companyID, *st.FolderID); err != nil {
+			return err
 		}
 	}
 	if changed(st.ParentIssueID, cur.ParentIssueID) {

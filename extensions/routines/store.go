@@ -56,7 +56,7 @@ type Routine struct {
 	ID        string  `json:"id"`
 	CompanyID string  `json:"companyId"`
 	ProjectID *string `json:"projectId"`
-	// FolderID is stored as given (a UUID or null); no folders owner checks it yet.
+	// FolderID is a routine folder of the company (the folders owner checks it) or null.
 	FolderID           *string    `json:"folderId"`
 	GoalID             *string    `json:"goalId"`
 	ParentIssueID      *string    `json:"parentIssueId"`

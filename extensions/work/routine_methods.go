@@ -21,6 +21,11 @@ func init() {
 				"shows it (status, pauseReason, pausedAt, archivedAt, goals, workspaces). 404 \"Project not found\" otherwise.",
 			Call: (*Work).methodProjectsGet,
 		},
+		"projects.list": {
+			Description: "List the call's company's projects with their workspaces (newest first, at most 500). Input: {}. " +
+				"Output: [project as GET /api/projects/{id} shows it].",
+			Call: (*Work).methodProjectsList,
+		},
 		"goals.get": {
 			Description: "Read a goal of the call's company. Input: {goalId}. Output: the goal. 404 \"Goal not found\" otherwise.",
 			Call:        (*Work).methodGoalsGet,
@@ -81,6 +86,25 @@ func (w *Work) methodProjectsGet(ctx context.Context, call *sdk.MethodCall) (any
 		return nil, err
 	}
 	return p, nil
+}
+
+func (w *Work) methodProjectsList(ctx context.Context, call *sdk.MethodCall) (any, error) {
+	companyID, err := routineMethodCompany(call)
+	if err != nil {
+		return nil, err
+	}
+	var ps []*Project
+	if err := w.db.NewSelect().Model((*Project)(nil)).Where("company_id = ?", companyID).
+		Order("created_at DESC", "id DESC").Limit(500).Scan(ctx, &ps); err != nil {
+		return nil, fmt.Errorf("error listing the projects of company %s: %w", companyID, err)
+	}
+	if err := w.projectsDecorate(ctx, w.db, ps); err != nil {
+		return nil, err
+	}
+	if ps == nil {
+		ps = []*Project{}
+	}
+	return ps, nil
 }
 
 func (w *Work) methodGoalsGet(ctx context.Context, call *sdk.MethodCall) (any, error) {

@@ -49,6 +49,20 @@ func TestRoutineSupportMethods(t *testing.T) {
 		require.EqualValues(t, http.StatusNotFound, e.Status)
 	})
 
+	t.Run("ProjectsList", func(t *testing.T) {
+		out, e := issCall(t, h, "projects.list", co, system, map[string]any{})
+		require.Nil(t, e)
+		var ps []map[string]any
+		require.NoError(t, json.Unmarshal(out, &ps))
+		require.Len(t, ps, 1)
+		require.Equal(t, projectID, ps[0]["id"])
+		require.Contains(t, ps[0], "workspaces")
+		out, e = issCall(t, h, "projects.list", other, system, map[string]any{})
+		require.Nil(t, e)
+		require.NoError(t, json.Unmarshal(out, &ps))
+		require.Empty(t, ps, "another company's projects are not listed")
+	})
+
 	t.Run("GoalsGet", func(t *testing.T) {
 		out, e := issCall(t, h, "goals.get", co, system, map[string]any{"goalId": goalID})
 		require.Nil(t, e)
