@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keelhq/keel/adapters/internal/procrun"
 	"github.com/keelhq/keel/sdk/adapter"
 )
 
@@ -174,12 +175,12 @@ func (a *Adapter) workDir(c *Config, agentID string) (string, error) {
 		base = os.TempDir()
 	}
 	base = filepath.Join(base, "workspaces")
-	au, err := runAsAgentUser()
+	au, err := procrun.AgentUser()
 	if err != nil {
 		return "", err
 	}
 	if au != nil {
-		if base, err = au.workspaceBase(); err != nil {
+		if base, err = au.WorkspaceBase(); err != nil {
 			return "", err
 		}
 	}
@@ -192,8 +193,8 @@ func (a *Adapter) workDir(c *Config, agentID string) (string, error) {
 		return "", fmt.Errorf("error creating work directory %s: %w", dir, err)
 	}
 	if au != nil {
-		if err := os.Chown(dir, int(au.uid), int(au.gid)); err != nil {
-			return "", fmt.Errorf("error handing work directory %s to %s: %w", dir, au.name, err)
+		if err := os.Chown(dir, int(au.UID), int(au.GID)); err != nil {
+			return "", fmt.Errorf("error handing work directory %s to %s: %w", dir, au.Name, err)
 		}
 	}
 	return dir, nil
