@@ -3,6 +3,7 @@
 package all
 
 import (
+	_ "github.com/keelhq/keel/adapters/alpha_local" // adapter.alpha_local (Claude Code CLI)
 	_ "github.com/keelhq/keel/adapters/http"        // adapter.http
 	_ "github.com/keelhq/keel/adapters/process"     // adapter.process
 	_ "github.com/keelhq/keel/extensions/agents"    // agents, heartbeat runs
