@@ -1,0 +1,137 @@
+package e2e_test
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/keelhq/keel/sdktest"
+)
+
+// cliCase is one adapter type's end-to-end run.
+type cliCase struct {
+	typ string
+	// fake is the fake CLI, relative to adapters/.
+	fake string
+	// config is extra adapterConfig.
+	config map[string]any
+	// usage is the usage the fake's ok scenario reports.
+	inputTokens, outputTokens, cachedInputTokens float64
+	// resumeArgs returns the arguments that resume a session in the run log.
+	resumeArgs func(session string) string
+}
+
+var cases = []cliCase{
+	{typ: "alpha_local", fake: "alpha_local/testdata/claude", inputTokens: 210, outputTokens: 13, cachedInputTokens: 1500,
+		resumeArgs: func(s string) string { return "[--resume] [" + s + "]" }},
+}
+
+func TestEndToEnd(t *testing.T) {
+	t.Parallel()
+	h := sdktest.Start(t, sdktest.Options{Builtins: true})
+	for _, tc := range cases {
+		t.Run(tc.typ, func(t *testing.T) {
+			t.Parallel()
+			runEndToEnd(t, h, tc)
+		})
+	}
+}
+
+// runEndToEnd assigns an issue to an agent of the case's type and comments on it: the
+// first run reports usage and a session, the second resumes that session.
+func runEndToEnd(t *testing.T, h *sdktest.Host, tc cliCase) {
+	company := h.CreateCompany("E2E " + tc.typ)
+	fake, err := filepath.Abs(filepath.Join("..", "..", tc.fake))
+	require.NoError(t, err)
+	config := map[string]any{"command": fake, "timeoutSec": 120}
+	for k, v := range tc.config {
+		config[k] = v
+	}
+	res := h.Do("POST", "/api/companies/"+company+"/agents", map[string]any{
+		"name": "Agent " + tc.typ, "role": "engineer", "adapterType": tc.typ, "adapterConfig": config})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	agentID := res.Map(t)["id"].(string)
+
+	res = h.Do("POST", "/api/companies/"+company+"/issues", map[string]any{"title": "Ship " + tc.typ, "assigneeAgentId": agentID})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	issueID := res.Map(t)["id"].(string)
+
+	first := waitRuns(t, h, company, agentID, 1)[0]
+	require.Equal(t, "succeeded", first["status"], "%v", first)
+	usage, _ := first["usageJson"].(map[string]any)
+	require.NotNil(t, usage, "the run reports usage: %v", first)
+	require.Equal(t, tc.inputTokens, usage["inputTokens"])
+	require.Equal(t, tc.outputTokens, usage["outputTokens"])
+	require.Equal(t, tc.cachedInputTokens, usage["cachedInputTokens"])
+	session, _ := first["sessionIdAfter"].(string)
+	require.NotEmpty(t, session, "the run reports a session: %v", first)
+	log := runLog(t, h, first["id"].(string))
+	env := fakeEnv(log)
+	// The run-context environment, variable by variable (REFERENCE.md 3 step 5).
+	require.Equal(t, agentID, env["SERVICE_AGENT_ID"])
+	require.Equal(t, company, env["SERVICE_COMPANY_ID"])
+	require.Equal(t, first["id"], env["SERVICE_RUN_ID"])
+	require.NotEmpty(t, env["SERVICE_API_KEY"], "the run's JWT")
+	require.True(t, strings.HasPrefix(env["SERVICE_API_URL"], "http://"), "%q", env["SERVICE_API_URL"])
+	require.False(t, strings.HasSuffix(env["SERVICE_API_URL"], "/api"), "no /api suffix: %q", env["SERVICE_API_URL"])
+	require.Equal(t, issueID, env["SERVICE_TASK_ID"])
+	require.Equal(t, "issue_assigned", env["SERVICE_WAKE_REASON"])
+	require.Contains(t, env["SERVICE_WAKE_PAYLOAD_JSON"], issueID)
+
+	res = h.Do("POST", "/api/issues/"+issueID+"/comments", map[string]any{"body": "One more thing."})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	second := waitRuns(t, h, company, agentID, 2)[0]
+	require.Equal(t, "succeeded", second["status"], "%v", second)
+	require.Equal(t, session, second["sessionIdBefore"], "the next run of the issue starts from its session")
+	log = runLog(t, h, second["id"].(string))
+	require.Contains(t, log, tc.resumeArgs(session), "the CLI was asked to resume the session")
+	env = fakeEnv(log)
+	require.Equal(t, "issue_commented", env["SERVICE_WAKE_REASON"])
+	require.NotEmpty(t, env["SERVICE_WAKE_COMMENT_ID"])
+}
+
+// waitRuns waits until the agent has n finished runs and returns them, newest first.
+func waitRuns(t *testing.T, h *sdktest.Host, company, agentID string, n int) []map[string]any {
+	t.Helper()
+	var runs []map[string]any
+	sdktest.WaitFor(t, 120*time.Second, func() bool {
+		runs = nil
+		res := h.Do("GET", "/api/companies/"+company+"/heartbeat-runs?agentId="+agentID, nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		var all []map[string]any
+		res.JSON(t, &all)
+		for _, r := range all {
+			if r["finishedAt"] != nil && r["status"] != "queued" && r["status"] != "running" {
+				runs = append(runs, r)
+			}
+		}
+		return len(runs) >= n
+	}, fmt.Sprintf("%d finished runs", n))
+	return runs
+}
+
+func runLog(t *testing.T, h *sdktest.Host, runID string) string {
+	t.Helper()
+	res := h.Do("GET", "/api/heartbeat-runs/"+runID+"/log", nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	return string(res.Body)
+}
+
+// fakeEnv reads the "env: K=V" lines a fake CLI printed into the run log.
+func fakeEnv(log string) map[string]string {
+	env := map[string]string{}
+	for _, line := range strings.Split(log, "\n") {
+		_, kv, ok := strings.Cut(line, "env: ")
+		if !ok {
+			continue
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return env
+}
