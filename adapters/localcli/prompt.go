@@ -157,23 +157,24 @@ func loadInstructions(inv *Invocation) {
 
 // buildPrompt assembles the prompt of an attempt: [instructions (types that take them in
 // the prompt), bootstrap (fresh sessions only), wake context, runtime note, rendered
-// template]. A resumed session that has a wake context gets only the delta: the template
-// is left out.
+// template]. A resumed session that has a wake context gets only the delta: the
+// instructions and the template, which the session already holds, are left out.
 func buildPrompt(s *Spec, inv *Invocation) string {
 	data := templateData(inv)
+	wake := wakePrompt(inv)
+	delta := inv.ResumeID != "" && wake != ""
 	var sections []string
-	if s.InstructionsInPrompt && inv.Instructions != "" {
+	if s.InstructionsInPrompt && inv.Instructions != "" && !delta {
 		sections = append(sections, strings.TrimRight(inv.Instructions, "\n"))
 	}
 	if inv.ResumeID == "" && inv.Config.BootstrapPromptTemplate != "" {
 		sections = append(sections, renderTemplate(inv.Config.BootstrapPromptTemplate, data))
 	}
-	wake := wakePrompt(inv)
 	sections = append(sections, wake)
 	if s.EnvNote {
 		sections = append(sections, envNote(inv))
 	}
-	if inv.ResumeID == "" || wake == "" {
+	if !delta {
 		tmpl := inv.Config.PromptTemplate
 		if strings.TrimSpace(tmpl) == "" {
 			tmpl = DefaultPromptTemplate

@@ -29,6 +29,8 @@ type cliCase struct {
 var cases = []cliCase{
 	{typ: "alpha_local", fake: "alpha_local/testdata/claude", inputTokens: 210, outputTokens: 13, cachedInputTokens: 1500,
 		resumeArgs: func(s string) string { return "[--resume] [" + s + "]" }},
+	{typ: "beta_local", fake: "beta_local/testdata/codex", inputTokens: 24763, outputTokens: 122, cachedInputTokens: 24448,
+		resumeArgs: func(s string) string { return "[resume] [" + s + "] [-]" }},
 }
 
 func TestEndToEnd(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	_ "github.com/keelhq/keel/adapters/alpha_local"
+	_ "github.com/keelhq/keel/adapters/beta_local"
 	_ "github.com/keelhq/keel/extensions/agents"
 	_ "github.com/keelhq/keel/extensions/work"
 	"github.com/keelhq/keel/sdktest"
