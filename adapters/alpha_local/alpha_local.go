@@ -49,7 +49,7 @@ var Spec = &localcli.Spec{
   }`,
 	PromptOnStdin:  true,
 	Args:           args,
-	NewParser:      func() localcli.Parser { return &parser{} },
+	NewParser:      func(*localcli.Invocation) localcli.Parser { return &parser{} },
 	Prepare:        prepare,
 	SkillsDir:      func(inv *localcli.Invocation) string { return filepath.Join(bundleDir(inv), ".claude", "skills") },
 	CanResume:      func(_ *localcli.Invocation, id string) bool { return uuidRe.MatchString(id) },

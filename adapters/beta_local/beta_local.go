@@ -39,7 +39,7 @@ var Spec = &localcli.Spec{
 	PromptOnStdin:        true,
 	InstructionsInPrompt: true,
 	Args:                 args,
-	NewParser:            func() localcli.Parser { return &parser{} },
+	NewParser:            func(*localcli.Invocation) localcli.Parser { return &parser{} },
 	SkillsDir:            func(inv *localcli.Invocation) string { return filepath.Join(codexHome(inv), "skills") },
 	UnknownSession:       regexp.MustCompile(`(?i)unknown (session|thread)|session .* not found|thread .* not found|conversation .* not found|missing rollout path for thread|state db missing rollout path|state db returned stale rollout path|no rollout found for thread id`),
 	AuthRequired:         regexp.MustCompile(`(?i)refresh_token_(reused|expired|invalidated)|not logged in|please (run|use) .?codex login|401 unauthorized|invalid api key|incorrect api key`),

@@ -108,15 +108,19 @@ func (s *Spec) ParseConfig(raw json.RawMessage) (*Config, error) {
 		}
 		break
 	}
+	c.TimeoutSec = s.DefaultTimeoutSec
 	if n, err := c.Number("timeoutSec"); err != nil || (n != nil && *n < 0) {
 		errs = append(errs, "timeoutSec must be a non-negative number")
-	} else if n != nil {
+	} else if n != nil && (*n > 0 || s.DefaultTimeoutSec == 0) {
 		c.TimeoutSec = *n
 	}
 	if n, err := c.Number("graceSec"); err != nil || (n != nil && *n < 0) {
 		errs = append(errs, "graceSec must be a non-negative number")
-	} else {
+	} else if n != nil {
 		c.GraceSec = n
+	} else if s.DefaultGraceSec > 0 {
+		g := s.DefaultGraceSec
+		c.GraceSec = &g
 	}
 	if v, ok := c.Raw["env"]; ok && string(v) != "null" {
 		var env map[string]json.RawMessage

@@ -181,11 +181,15 @@ func (x *Extension) attempt(ctx context.Context, p *procrun.Proc, inv *Invocatio
 		desc += fmt.Sprintf(" (stdin prompt %d chars)", len(inv.Prompt))
 	}
 	inv.Log(desc + " in " + inv.Cwd)
-	parser := s.NewParser()
+	parser := s.NewParser(inv)
+	errParser, _ := parser.(StderrParser)
 	cmd := &procrun.Command{Path: inv.Command, Args: args, Dir: inv.Cwd, Env: envList(inv.Env),
 		Timeout: inv.Config.timeout(),
 		OnLine: func(stream, line string) {
 			if stream != "stdout" {
+				if stream == "stderr" && errParser != nil {
+					errParser.StderrLine(line)
+				}
 				return
 			}
 			if payload := parser.Line(line); payload != nil {
@@ -278,7 +282,12 @@ func (x *Extension) result(p *procrun.Proc, inv *Invocation, a *attempt, retried
 		one := 1
 		res.ExitCode = &one
 	}
+	maxTurns := parsed.MaxTurns || (s.MaxTurnsExitCode != 0 && e.ExitCode != nil && *e.ExitCode == s.MaxTurnsExitCode)
+	res.ClearSession = res.ClearSession || maxTurns
 	res.ErrorMessage = parsed.Error
+	if res.ErrorMessage == "" {
+		res.ErrorMessage = parsed.Message
+	}
 	if res.ErrorMessage == "" {
 		res.ErrorMessage = firstLine(e.Stderr)
 	}
@@ -290,7 +299,7 @@ func (x *Extension) result(p *procrun.Proc, inv *Invocation, a *attempt, retried
 			res.ErrorMessage = fmt.Sprintf("%s terminated by signal %s", s.Tool, e.Signal)
 		case parsed.Refusal:
 			res.ErrorMessage = s.Tool + " refused the request"
-		case parsed.MaxTurns:
+		case maxTurns:
 			res.ErrorMessage = s.Tool + " stopped at its turn limit"
 		default:
 			res.ErrorMessage = fmt.Sprintf("%s exited with code %d", s.Tool, *res.ExitCode)
@@ -299,12 +308,26 @@ func (x *Extension) result(p *procrun.Proc, inv *Invocation, a *attempt, retried
 	switch {
 	case s.AuthRequired != nil && s.AuthRequired.MatchString(a.output()+"\n"+parsed.Error):
 		res.ErrorCode = s.Code + "_auth_required"
-	case parsed.MaxTurns:
+	case maxTurns:
 		res.ErrorCode = "max_turns_exhausted"
 	case parsed.Refusal:
 		res.ErrorCode = s.Code + "_refusal"
 	case s.CrashCode != "" && parsed.Events && !parsed.Terminal && e.Failed():
 		res.ErrorCode = s.CrashCode
+	default:
+		for _, c := range s.ErrorClasses {
+			if c.Re.MatchString(a.output() + "\n" + parsed.Error) {
+				res.ErrorCode = c.Code
+				break
+			}
+		}
+	}
+	if maxTurns {
+		var rj map[string]any
+		if json.Unmarshal(res.ResultJSON, &rj) == nil {
+			rj["stopReason"] = "max_turns_exhausted"
+			res.ResultJSON, _ = json.Marshal(rj)
+		}
 	}
 	return res
 }

@@ -74,6 +74,9 @@ func truthy(v any) bool {
 	return true
 }
 
+// Render renders a prompt template with the run's template data.
+func Render(inv *Invocation, tmpl string) string { return renderTemplate(tmpl, templateData(inv)) }
+
 // templateData is what prompt templates see.
 func templateData(inv *Invocation) map[string]any {
 	r := inv.Req

@@ -45,8 +45,8 @@ type Spec struct {
 	EnvNote bool
 	// Args returns the argument list of one attempt.
 	Args func(inv *Invocation) []string
-	// NewParser returns the parser of one attempt's stdout.
-	NewParser func() Parser
+	// NewParser returns the parser of one attempt's output.
+	NewParser func(inv *Invocation) Parser
 	// Prepare runs before the first attempt (files the CLI reads, environment); optional.
 	Prepare func(inv *Invocation) error
 	// SkillsDir returns the directory the agent's skills are linked into; optional.
@@ -61,6 +61,13 @@ type Spec struct {
 	UnknownSession *regexp.Regexp
 	// AuthRequired matches output saying the CLI is not logged in. nil: not classified.
 	AuthRequired *regexp.Regexp
+	// ErrorClasses classify a failed run's output further (after auth required), first
+	// match wins.
+	ErrorClasses []ErrorClass
+	// MaxTurnsExitCode is the exit code that means the turn limit was hit (0: none).
+	MaxTurnsExitCode int
+	// DefaultTimeoutSec and DefaultGraceSec replace the shared defaults (0 and 20).
+	DefaultTimeoutSec, DefaultGraceSec float64
 	// CrashCode is the error code of a CLI that failed after starting its event stream
 	// without a terminal event; "" classifies nothing.
 	CrashCode string
@@ -82,6 +89,18 @@ type Spec struct {
 	APIKeyEnv []string
 }
 
+// ErrorClass is an error code given to a failed run whose output matches Re.
+type ErrorClass struct {
+	Code string
+	Re   *regexp.Regexp
+}
+
+// StderrParser is a Parser that also reads stderr lines.
+type StderrParser interface {
+	// StderrLine parses one line of stderr.
+	StderrLine(line string)
+}
+
 // Parser reads one attempt's stdout.
 type Parser interface {
 	// Line parses one line of stdout and returns a run event payload to record, or nil.
@@ -98,8 +117,11 @@ type Parsed struct {
 	Usage     adapter.Usage
 	HasUsage  bool
 	CostUSD   *float64
-	// Error is the error the output reported.
+	// Error is the error the output reported; it fails the run.
 	Error string
+	// Message explains a run that failed for another reason (a non-zero exit); it does not
+	// fail the run by itself.
+	Message string
 	// MaxTurns, Refusal and Terminal say the run hit its turn limit, the model refused, and
 	// the stream reached its terminal event.
 	MaxTurns, Refusal, Terminal bool

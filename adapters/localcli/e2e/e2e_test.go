@@ -31,6 +31,8 @@ var cases = []cliCase{
 		resumeArgs: func(s string) string { return "[--resume] [" + s + "]" }},
 	{typ: "beta_local", fake: "beta_local/testdata/codex", inputTokens: 24763, outputTokens: 122, cachedInputTokens: 24448,
 		resumeArgs: func(s string) string { return "[resume] [" + s + "] [-]" }},
+	{typ: "gamma_local", fake: "gamma_local/testdata/gemini", inputTokens: 5100, outputTokens: 130, cachedInputTokens: 2048,
+		resumeArgs: func(s string) string { return "[--resume] [" + s + "]" }},
 }
 
 func TestEndToEnd(t *testing.T) {
