@@ -17,7 +17,7 @@ const freshSession = "3f0e2c4a-8d1b-4b7e-9a51-2c6d8e0f1a23"
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	clitest.Conformance(t, alphalocal.Type, clitest.Fake(t, "claude"))
+	clitest.Conformance(t, alphalocal.Type, clitest.Fake(t, "claude"), nil)
 }
 
 func TestAlphaLocal(t *testing.T) {

@@ -16,7 +16,7 @@ const freshThread = "0199a213-81c0-7800-8aa1-bbab2a035a53"
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	clitest.Conformance(t, betalocal.Type, clitest.Fake(t, "codex"))
+	clitest.Conformance(t, betalocal.Type, clitest.Fake(t, "codex"), nil)
 }
 
 func TestBetaLocal(t *testing.T) {

@@ -15,7 +15,7 @@ const freshSession = "7b5f2c1e-3d4a-4e8b-9c0d-1a2b3c4d5e6f"
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	clitest.Conformance(t, gammalocal.Type, clitest.Fake(t, "gemini"))
+	clitest.Conformance(t, gammalocal.Type, clitest.Fake(t, "gemini"), nil)
 }
 
 func TestGammaLocal(t *testing.T) {

@@ -44,15 +44,19 @@ func Config(path, scenario string, extra map[string]any) json.RawMessage {
 }
 
 // Conformance runs the adapter conformance suite against the fake CLI at path, which must
-// know the scenarios ok, fail and slow.
-func Conformance(t *testing.T, typ, path string) {
+// know the scenarios ok, fail and slow; extra are config keys every run needs.
+func Conformance(t *testing.T, typ, path string, extra map[string]any) {
 	t.Helper()
+	slow := map[string]any{"graceSec": 2}
+	for k, v := range extra {
+		slow[k] = v
+	}
 	conformance.Run(t, conformance.Subject{
 		Type:    typ,
 		NewHost: func(t *testing.T) *sdktest.Host { return sdktest.Start(t, sdktest.Options{Builtins: true}) },
-		Succeed: Config(path, "", nil),
-		Fail:    Config(path, "fail", nil),
-		Slow:    Config(path, "slow", map[string]any{"graceSec": 2}),
+		Succeed: Config(path, "", extra),
+		Fail:    Config(path, "fail", extra),
+		Slow:    Config(path, "slow", slow),
 	})
 }
 

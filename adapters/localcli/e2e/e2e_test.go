@@ -33,6 +33,8 @@ var cases = []cliCase{
 		resumeArgs: func(s string) string { return "[resume] [" + s + "] [-]" }},
 	{typ: "gamma_local", fake: "gamma_local/testdata/gemini", inputTokens: 5100, outputTokens: 130, cachedInputTokens: 2048,
 		resumeArgs: func(s string) string { return "[--resume] [" + s + "]" }},
+	{typ: "delta_local", fake: "delta_local/testdata/opencode", config: map[string]any{"model": "openai/gpt-5.4"}, inputTokens: 3200, outputTokens: 120, cachedInputTokens: 1024,
+		resumeArgs: func(s string) string { return "[--session] [" + s + "]" }},
 }
 
 func TestEndToEnd(t *testing.T) {
