@@ -6,6 +6,7 @@ import (
 	_ "github.com/keelhq/keel/adapters/alpha_local" // adapter.alpha_local (Claude Code CLI)
 	_ "github.com/keelhq/keel/adapters/beta_local"  // adapter.beta_local (Codex CLI)
 	_ "github.com/keelhq/keel/adapters/delta_local" // adapter.delta_local (OpenCode CLI)
+	_ "github.com/keelhq/keel/adapters/eta"         // adapter.eta (Cursor Agent CLI)
 	_ "github.com/keelhq/keel/adapters/gamma_local" // adapter.gamma_local (Gemini CLI)
 	_ "github.com/keelhq/keel/adapters/http"        // adapter.http
 	_ "github.com/keelhq/keel/adapters/process"     // adapter.process

@@ -35,6 +35,8 @@ var cases = []cliCase{
 		resumeArgs: func(s string) string { return "[--resume] [" + s + "]" }},
 	{typ: "delta_local", fake: "delta_local/testdata/opencode", config: map[string]any{"model": "openai/gpt-5.4"}, inputTokens: 3200, outputTokens: 120, cachedInputTokens: 1024,
 		resumeArgs: func(s string) string { return "[--session] [" + s + "]" }},
+	{typ: "eta", fake: "eta/testdata/agent", inputTokens: 4100, outputTokens: 75, cachedInputTokens: 3000,
+		resumeArgs: func(s string) string { return "[--resume] [" + s + "]" }},
 }
 
 func TestEndToEnd(t *testing.T) {
