@@ -3,19 +3,20 @@
 package all
 
 import (
-	_ "github.com/keelhq/keel/adapters/alpha_local" // adapter.alpha_local (Claude Code CLI)
-	_ "github.com/keelhq/keel/adapters/beta_local"  // adapter.beta_local (Codex CLI)
-	_ "github.com/keelhq/keel/adapters/delta_local" // adapter.delta_local (OpenCode CLI)
-	_ "github.com/keelhq/keel/adapters/eta"         // adapter.eta (Cursor Agent CLI)
-	_ "github.com/keelhq/keel/adapters/gamma_local" // adapter.gamma_local (Gemini CLI)
-	_ "github.com/keelhq/keel/adapters/http"        // adapter.http
-	_ "github.com/keelhq/keel/adapters/process"     // adapter.process
-	_ "github.com/keelhq/keel/extensions/agents"    // agents, heartbeat runs
-	_ "github.com/keelhq/keel/extensions/cases"     // cases, case documents, annotations, links, timeline
-	_ "github.com/keelhq/keel/extensions/costs"     // cost events, budgets, finance events
-	_ "github.com/keelhq/keel/extensions/dashboard" // the company dashboard
-	_ "github.com/keelhq/keel/extensions/decisions" // decisions, bundles, stats
-	_ "github.com/keelhq/keel/extensions/routines"  // routines, triggers, webhooks, scheduled runs
-	_ "github.com/keelhq/keel/extensions/secrets"   // company secrets
-	_ "github.com/keelhq/keel/extensions/work"      // issues, projects, goals, approvals, search
+	_ "github.com/keelhq/keel/adapters/alpha_local"   // adapter.alpha_local (Claude Code CLI)
+	_ "github.com/keelhq/keel/adapters/beta_local"    // adapter.beta_local (Codex CLI)
+	_ "github.com/keelhq/keel/adapters/delta_local"   // adapter.delta_local (OpenCode CLI)
+	_ "github.com/keelhq/keel/adapters/epsilon_local" // adapter.epsilon_local (Pi coding agent CLI)
+	_ "github.com/keelhq/keel/adapters/eta"           // adapter.eta (Cursor Agent CLI)
+	_ "github.com/keelhq/keel/adapters/gamma_local"   // adapter.gamma_local (Gemini CLI)
+	_ "github.com/keelhq/keel/adapters/http"          // adapter.http
+	_ "github.com/keelhq/keel/adapters/process"       // adapter.process
+	_ "github.com/keelhq/keel/extensions/agents"      // agents, heartbeat runs
+	_ "github.com/keelhq/keel/extensions/cases"       // cases, case documents, annotations, links, timeline
+	_ "github.com/keelhq/keel/extensions/costs"       // cost events, budgets, finance events
+	_ "github.com/keelhq/keel/extensions/dashboard"   // the company dashboard
+	_ "github.com/keelhq/keel/extensions/decisions"   // decisions, bundles, stats
+	_ "github.com/keelhq/keel/extensions/routines"    // routines, triggers, webhooks, scheduled runs
+	_ "github.com/keelhq/keel/extensions/secrets"     // company secrets
+	_ "github.com/keelhq/keel/extensions/work"        // issues, projects, goals, approvals, search
 )

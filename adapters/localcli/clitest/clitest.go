@@ -37,6 +37,16 @@ func Config(path, scenario string, extra map[string]any) json.RawMessage {
 		c["env"] = map[string]any{"FAKE_SCENARIO": scenario}
 	}
 	for k, v := range extra {
+		if env, ok := v.(map[string]any); ok && k == "env" && c["env"] != nil {
+			merged := map[string]any{}
+			for ek, ev := range c["env"].(map[string]any) {
+				merged[ek] = ev
+			}
+			for ek, ev := range env {
+				merged[ek] = ev
+			}
+			v = merged
+		}
 		c[k] = v
 	}
 	b, _ := json.Marshal(c)
@@ -47,7 +57,7 @@ func Config(path, scenario string, extra map[string]any) json.RawMessage {
 // know the scenarios ok, fail and slow; extra are config keys every run needs.
 func Conformance(t *testing.T, typ, path string, extra map[string]any) {
 	t.Helper()
-	slow := map[string]any{"graceSec": 2}
+	slow := map[string]any{"graceSec": 2.0}
 	for k, v := range extra {
 		slow[k] = v
 	}
@@ -140,7 +150,8 @@ func Output(t *testing.T, res *adapter.ExecuteResult) (stdout, stderr string) {
 
 var argvRe = regexp.MustCompile(`(?m)^argv: (.*)$`)
 
-// Argv returns the arguments the fake CLI reported on stderr (its "argv: [a] [b]" line).
+// Argv returns the arguments the fake CLI reported on stderr (its "argv: [a] [b]" line,
+// newlines inside an argument written as \x1e).
 func Argv(t *testing.T, res *adapter.ExecuteResult) []string {
 	t.Helper()
 	_, stderr := Output(t, res)
@@ -149,7 +160,8 @@ func Argv(t *testing.T, res *adapter.ExecuteResult) []string {
 	line := m[len(m)-1][1]
 	var args []string
 	for _, part := range strings.Split(line, "] [") {
-		args = append(args, strings.TrimSuffix(strings.TrimPrefix(part, "["), "]"))
+		arg := strings.TrimSuffix(strings.TrimPrefix(part, "["), "]")
+		args = append(args, strings.ReplaceAll(arg, "\x1e", "\n"))
 	}
 	return args
 }

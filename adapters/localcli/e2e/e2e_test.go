@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelhq/keel/adapters/localcli/clitest"
 	"github.com/keelhq/keel/sdktest"
 )
 
@@ -37,6 +38,8 @@ var cases = []cliCase{
 		resumeArgs: func(s string) string { return "[--session] [" + s + "]" }},
 	{typ: "eta", fake: "eta/testdata/agent", inputTokens: 4100, outputTokens: 75, cachedInputTokens: 3000,
 		resumeArgs: func(s string) string { return "[--resume] [" + s + "]" }},
+	{typ: "epsilon_local", fake: "epsilon_local/testdata/pi", config: map[string]any{"model": "xai/grok-4"}, inputTokens: 2100, outputTokens: 64, cachedInputTokens: 512,
+		resumeArgs: func(s string) string { return "[--session] [" + s + "]" }},
 }
 
 func TestEndToEnd(t *testing.T) {
@@ -56,7 +59,8 @@ func runEndToEnd(t *testing.T, h *sdktest.Host, tc cliCase) {
 	company := h.CreateCompany("E2E " + tc.typ)
 	fake, err := filepath.Abs(filepath.Join("..", "..", tc.fake))
 	require.NoError(t, err)
-	config := map[string]any{"command": fake, "timeoutSec": 120}
+	// Each agent's CLI gets a HOME of its own (session files, skills).
+	config := map[string]any{"command": fake, "timeoutSec": 120, "env": map[string]any{"HOME": clitest.OpenDir(t)}}
 	for k, v := range tc.config {
 		config[k] = v
 	}

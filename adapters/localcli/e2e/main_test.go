@@ -9,6 +9,7 @@ import (
 	_ "github.com/keelhq/keel/adapters/alpha_local"
 	_ "github.com/keelhq/keel/adapters/beta_local"
 	_ "github.com/keelhq/keel/adapters/delta_local"
+	_ "github.com/keelhq/keel/adapters/epsilon_local"
 	_ "github.com/keelhq/keel/adapters/eta"
 	_ "github.com/keelhq/keel/adapters/gamma_local"
 	_ "github.com/keelhq/keel/extensions/agents"
