@@ -54,7 +54,9 @@ func init() {
 	extensions.Register(Spec.Key(), func() sdk.Extension { return localcli.New(Spec) })
 }
 
-func skillsDir(inv *localcli.Invocation) string { return filepath.Join(inv.Home, ".pi", "agent", "skills") }
+func skillsDir(inv *localcli.Invocation) string {
+	return filepath.Join(inv.Home, ".pi", "agent", "skills")
+}
 
 // newSession creates the empty session file of a fresh session:
 // ~/.pi/services/<timestamp>-<agent id>.jsonl.
