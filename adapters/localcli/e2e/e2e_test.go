@@ -40,6 +40,8 @@ var cases = []cliCase{
 		resumeArgs: func(s string) string { return "[--resume] [" + s + "]" }},
 	{typ: "epsilon_local", fake: "epsilon_local/testdata/pi", config: map[string]any{"model": "xai/grok-4"}, inputTokens: 2100, outputTokens: 64, cachedInputTokens: 512,
 		resumeArgs: func(s string) string { return "[--session] [" + s + "]" }},
+	{typ: "zeta_local", fake: "zeta_local/testdata/hermes", inputTokens: 1850, outputTokens: 210, cachedInputTokens: 0,
+		resumeArgs: func(s string) string { return "[--resume] [" + s + "]" }},
 }
 
 func TestEndToEnd(t *testing.T) {

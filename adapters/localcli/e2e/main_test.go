@@ -12,6 +12,7 @@ import (
 	_ "github.com/keelhq/keel/adapters/epsilon_local"
 	_ "github.com/keelhq/keel/adapters/eta"
 	_ "github.com/keelhq/keel/adapters/gamma_local"
+	_ "github.com/keelhq/keel/adapters/zeta_local"
 	_ "github.com/keelhq/keel/extensions/agents"
 	_ "github.com/keelhq/keel/extensions/work"
 	"github.com/keelhq/keel/sdktest"
