@@ -41,14 +41,16 @@ var Spec = &localcli.Spec{
   }`,
 	InstructionsInPrompt: true,
 	Args:                 args,
-	NewParser:            func(inv *localcli.Invocation) localcli.Parser { return &parser{persist: inv.Config.Bool("persistSession", true)} },
-	CanResume:            func(inv *localcli.Invocation, _ string) bool { return inv.Config.Bool("persistSession", true) },
-	DefaultTimeoutSec:    1800,
-	DefaultGraceSec:      10,
-	AuthEnv:              []string{"ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "OPENAI_API_KEY", "ZAI_API_KEY", "KIMI_API_KEY", "MINIMAX_API_KEY"},
-	AuthFiles:            []string{".hermes/.env", ".hermes/auth.json"},
-	LoginHint:            "Run `hermes setup` as the agent user, or set a provider API key in the adapter config env.",
-	InstallHint:          "pip install hermes-agent",
+	NewParser: func(inv *localcli.Invocation) localcli.Parser {
+		return &parser{persist: inv.Config.Bool("persistSession", true)}
+	},
+	CanResume:         func(inv *localcli.Invocation, _ string) bool { return inv.Config.Bool("persistSession", true) },
+	DefaultTimeoutSec: 1800,
+	DefaultGraceSec:   10,
+	AuthEnv:           []string{"ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "OPENAI_API_KEY", "ZAI_API_KEY", "KIMI_API_KEY", "MINIMAX_API_KEY"},
+	AuthFiles:         []string{".hermes/.env", ".hermes/auth.json"},
+	LoginHint:         "Run `hermes setup` as the agent user, or set a provider API key in the adapter config env.",
+	InstallHint:       "pip install hermes-agent",
 }
 
 func init() {
