@@ -85,6 +85,17 @@ func runEndToEnd(t *testing.T, h *sdktest.Host, tc cliCase) {
 	session, _ := first["sessionIdAfter"].(string)
 	require.NotEmpty(t, session, "the run reports a session: %v", first)
 	log := runLog(t, h, first["id"].(string))
+	require.Contains(t, log, "[service] "+fake, "the run log names the command line")
+	// The CLI's output parsed into run events.
+	var events []map[string]any
+	h.Do("GET", "/api/heartbeat-runs/"+first["id"].(string)+"/events?limit=500", nil).JSON(t, &events)
+	parsed := map[string]bool{}
+	for _, ev := range events {
+		if p, ok := ev["payload"].(map[string]any); ok && ev["eventType"] == "event" {
+			parsed[fmt.Sprint(p["type"])] = true
+		}
+	}
+	require.True(t, parsed["assistant"], "an assistant message among the run's events: %v", events)
 	env := fakeEnv(log)
 	// The run-context environment, variable by variable (REFERENCE.md 3 step 5).
 	require.Equal(t, agentID, env["SERVICE_AGENT_ID"])
@@ -107,6 +118,46 @@ func runEndToEnd(t *testing.T, h *sdktest.Host, tc cliCase) {
 	env = fakeEnv(log)
 	require.Equal(t, "issue_commented", env["SERVICE_WAKE_REASON"])
 	require.NotEmpty(t, env["SERVICE_WAKE_COMMENT_ID"])
+}
+
+// TestAdapterConfigSchemas checks that every local CLI type serves its config schema and
+// that agent create and patch refuse an adapterConfig of the wrong shape with a 400 naming
+// the field, while an incomplete config is accepted.
+func TestAdapterConfigSchemas(t *testing.T) {
+	t.Parallel()
+	h := sdktest.Start(t, sdktest.Options{Builtins: true})
+	company := h.CreateCompany("Schemas Co")
+	for _, tc := range cases {
+		t.Run(tc.typ, func(t *testing.T) {
+			t.Parallel()
+			res := h.Do("GET", "/api/adapters/"+tc.typ+"/config-schema", nil)
+			require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+			schema, _ := res.Map(t)["adapterConfigSchema"].(map[string]any)
+			require.NotNil(t, schema, "%s", res.Body)
+			props, _ := schema["properties"].(map[string]any)
+			for _, k := range []string{"command", "cwd", "model", "extraArgs", "env", "timeoutSec", "instructionsFilePath", "promptTemplate"} {
+				require.Contains(t, props, k)
+			}
+			res = h.Do("GET", "/api/adapters/"+tc.typ, nil)
+			require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+
+			res = h.Do("POST", "/api/companies/"+company+"/agents", map[string]any{"name": "Bad " + tc.typ, "role": "engineer",
+				"adapterType": tc.typ, "adapterConfig": map[string]any{"extraArgs": "--yolo; rm -rf /", "timeoutSec": -1}})
+			require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
+			require.Contains(t, string(res.Body), "adapterConfig.extraArgs")
+			require.Contains(t, string(res.Body), "adapterConfig.timeoutSec")
+
+			res = h.Do("POST", "/api/companies/"+company+"/agents", map[string]any{"name": "Incomplete " + tc.typ, "role": "engineer",
+				"adapterType": tc.typ, "adapterConfig": map[string]any{}})
+			require.Equal(t, http.StatusCreated, res.Status, "an incomplete config is accepted: %s", res.Body)
+			id := res.Map(t)["id"].(string)
+			res = h.Do("PATCH", "/api/agents/"+id, map[string]any{"adapterConfig": map[string]any{"graceSec": "soon"}})
+			require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
+			require.Contains(t, string(res.Body), "adapterConfig.graceSec")
+			res = h.Do("PATCH", "/api/agents/"+id, map[string]any{"adapterConfig": map[string]any{"graceSec": 5, "extraArgs": []string{"--x"}}})
+			require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		})
+	}
 }
 
 // waitRuns waits until the agent has n finished runs and returns them, newest first.
