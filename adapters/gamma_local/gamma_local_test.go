@@ -1,6 +1,8 @@
 package gammalocal_test
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -67,6 +69,21 @@ func TestGammaLocal(t *testing.T) {
 		require.Contains(t, prompt, "The following SERVICE_* environment variables are available in this run: SERVICE_AGENT_ID, SERVICE_API_KEY")
 		_, stderr := clitest.Output(t, res)
 		require.Contains(t, stderr, "term: xterm-256color truecolor 1")
+	})
+
+	t.Run("SkillsAreLinkedIntoTheCLIHome", func(t *testing.T) {
+		t.Parallel()
+		home, skill := clitest.OpenDir(t), clitest.OpenDir(t)
+		require.NoError(t, os.WriteFile(filepath.Join(skill, "SKILL.md"), []byte("# Release"), 0o644))
+		req := e.Request(clitest.Config(fake, "ok", map[string]any{"env": map[string]any{"HOME": home}}))
+		req.Skills = []adapter.Skill{{Name: "release", Path: skill}, {Name: "../escape", Path: skill}}
+		res := e.Execute(t, req)
+		require.Equal(t, adapter.StatusSucceeded, res.Status, "%+v", res)
+		b, err := os.ReadFile(filepath.Join(home, ".gemini", "skills", "release", "SKILL.md"))
+		require.NoError(t, err)
+		require.Equal(t, "# Release", string(b))
+		_, err = os.Lstat(filepath.Join(home, ".gemini", "escape"))
+		require.True(t, os.IsNotExist(err), "a skill name cannot leave the skills directory")
 	})
 
 	t.Run("AutoModelPassesNone", func(t *testing.T) {
