@@ -28,7 +28,7 @@ func TestBuildPrompt(t *testing.T) {
 	s := &Spec{Tool: "Fake", InstructionsInPrompt: true}
 	inv := func(resume string, env map[string]string) *Invocation {
 		return &Invocation{
-			Req: &adapter.ExecuteRequest{AgentID: "a1", AgentName: "Ada", RunID: "r1", Env: env},
+			Req:    &adapter.ExecuteRequest{AgentID: "a1", AgentName: "Ada", RunID: "r1", Env: env},
 			Config: &Config{BootstrapPromptTemplate: "Bootstrap {{agent.name}}."}, ResumeID: resume,
 			Instructions: "Be brief.\n\nThe above agent instructions were loaded from /x/AGENTS.md.\n\n",
 		}
