@@ -118,6 +118,19 @@ func runEndToEnd(t *testing.T, h *sdktest.Host, tc cliCase) {
 	env = fakeEnv(log)
 	require.Equal(t, "issue_commented", env["SERVICE_WAKE_REASON"])
 	require.NotEmpty(t, env["SERVICE_WAKE_COMMENT_ID"])
+
+	// The session is kept under the issue, and a reset forgets it.
+	var sessions []map[string]any
+	h.Do("GET", "/api/agents/"+agentID+"/task-sessions", nil).JSON(t, &sessions)
+	require.Len(t, sessions, 1, "%v", sessions)
+	require.Equal(t, issueID, sessions[0]["taskKey"])
+	require.Equal(t, tc.typ, sessions[0]["adapterType"])
+	require.Equal(t, second["sessionIdAfter"], sessions[0]["sessionId"])
+	res = h.Do("POST", "/api/agents/"+agentID+"/runtime-state/reset-session", map[string]any{"taskKey": issueID})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, 1.0, res.Map(t)["cleared"])
+	h.Do("GET", "/api/agents/"+agentID+"/task-sessions", nil).JSON(t, &sessions)
+	require.Empty(t, sessions)
 }
 
 // TestAdapterConfigSchemas checks that every local CLI type serves its config schema and
