@@ -89,7 +89,7 @@ func init() {
 	addRoutes(
 		route{Method: "GET", Path: "/api/agents/{agentId}/task-sessions", Response: new([]*taskSessionView),
 			Summary: "List the sessions an agent's adapter keeps per task (the session its next run of the task resumes)",
-			Handle: handleTaskSessionList},
+			Handle:  handleTaskSessionList},
 		route{Method: "POST", Path: "/api/agents/{agentId}/runtime-state/reset-session", Body: new(resetSessionBody),
 			Response: new(resetSessionResult),
 			Summary:  "Forget an agent's saved session of one task (taskKey) or of every task, so the next run starts fresh",
