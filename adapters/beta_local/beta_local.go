@@ -4,8 +4,10 @@
 package betalocal
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/keelhq/keel/adapters/localcli"
@@ -34,7 +36,8 @@ var Spec = &localcli.Spec{
     "dangerouslyBypassSandbox": {"type": "boolean", "description": "Legacy name of dangerouslyBypassApprovalsAndSandbox."},
     "modelReasoningEffort": {"type": "string", "enum": ["minimal", "low", "medium", "high", "xhigh"], "description": "-c model_reasoning_effort."},
     "reasoningEffort": {"type": "string", "description": "Legacy name of modelReasoningEffort."},
-    "fastMode": {"type": "boolean", "description": "Use the fast service tier."}
+    "fastMode": {"type": "boolean", "description": "Use the fast service tier."},
+    "mcpServers": {"type": "object", "additionalProperties": {"type": "object"}, "description": "MCP servers by name ({url, headers} or {command, args, env}), passed as -c mcp_servers.<name>.* overrides."}
   }`,
 	PromptOnStdin:        true,
 	InstructionsInPrompt: true,
@@ -105,11 +108,80 @@ func args(inv *localcli.Invocation) []string {
 	if c.Bool("fastMode", false) {
 		a = append(a, "-c", `service_tier="fast"`, "-c", "features.fast_mode=true")
 	}
+	a = append(a, mcpOverrides(c)...)
 	a = append(a, c.ExtraArgs...)
 	if inv.ResumeID != "" {
 		return append(a, "resume", inv.ResumeID, "-")
 	}
 	return append(a, "-")
+}
+
+// bareKey is a TOML bare key: a server name usable in a -c override.
+var bareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// mcpOverrides turns config.mcpServers into -c mcp_servers.<name>.<key>=<TOML value>
+// overrides (url, http_headers, command, args, env), in name order. JSON strings, string
+// arrays and string maps are written as TOML basic strings, arrays and inline tables.
+func mcpOverrides(c *localcli.Config) []string {
+	raw, ok := c.Raw["mcpServers"]
+	if !ok {
+		return nil
+	}
+	var servers map[string]map[string]json.RawMessage
+	if json.Unmarshal(raw, &servers) != nil {
+		return nil
+	}
+	names := make([]string, 0, len(servers))
+	for n := range servers {
+		if bareKey.MatchString(n) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	var out []string
+	for _, n := range names {
+		s := servers[n]
+		for _, k := range []struct{ from, to string }{{"url", "url"}, {"headers", "http_headers"}, {"command", "command"}, {"args", "args"}, {"env", "env"}} {
+			v, ok := s[k.from]
+			if !ok {
+				continue
+			}
+			if t, ok := tomlValue(v); ok {
+				out = append(out, "-c", "mcp_servers."+n+"."+k.to+"="+t)
+			}
+		}
+	}
+	return out
+}
+
+// tomlValue writes a JSON string, string array or string map as TOML.
+func tomlValue(v json.RawMessage) (string, bool) {
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		b, _ := json.Marshal(s)
+		return string(b), true
+	}
+	var list []string
+	if json.Unmarshal(v, &list) == nil {
+		b, _ := json.Marshal(list)
+		return string(b), true
+	}
+	var m map[string]string
+	if json.Unmarshal(v, &m) == nil {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			kb, _ := json.Marshal(k)
+			vb, _ := json.Marshal(m[k])
+			parts = append(parts, string(kb)+" = "+string(vb))
+		}
+		return "{ " + strings.Join(parts, ", ") + " }", true
+	}
+	return "", false
 }
 
 // parser reads codex's JSONL: thread.started carries the session (thread) id,

@@ -3,6 +3,7 @@ package betalocal_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -69,6 +70,21 @@ func TestBetaLocal(t *testing.T) {
 		prompt := clitest.Prompt(t, res)
 		require.Contains(t, prompt, "Ship small changes.\n\nThe above agent instructions were loaded from "+filepath.Join(dir, "AGENTS.md"))
 		require.Contains(t, prompt, "Continue your work.")
+	})
+
+	t.Run("MCPServersBecomeConfigOverrides", func(t *testing.T) {
+		t.Parallel()
+		res := e.Execute(t, e.Request(clitest.Config(fake, "ok", map[string]any{"mcpServers": map[string]any{
+			"keel":    map[string]any{"url": "http://127.0.0.1:3100/mcp", "headers": map[string]any{"Authorization": "Bearer x"}},
+			"files":   map[string]any{"command": "mcp-files", "args": []string{"--root", "/srv"}},
+			"bad key": map[string]any{"url": "http://x"},
+		}})))
+		args := clitest.Argv(t, res)
+		for _, want := range []string{`mcp_servers.files.command="mcp-files"`, `mcp_servers.files.args=["--root","/srv"]`,
+			`mcp_servers.keel.url="http://127.0.0.1:3100/mcp"`, `mcp_servers.keel.http_headers={ "Authorization" = "Bearer x" }`} {
+			require.True(t, clitest.HasArgs(args, "-c", want), "%s in %q", want, args)
+		}
+		require.NotContains(t, strings.Join(args, " "), "bad key")
 	})
 
 	t.Run("BypassReplacesTheSandbox", func(t *testing.T) {

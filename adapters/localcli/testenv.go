@@ -18,8 +18,9 @@ import (
 const versionTimeout = 15 * time.Second
 
 // TestEnvironment checks a config (adapter.Runner): the config, the cwd, whether the CLI
-// is installed, its version, and whether it is logged in (an API key in the config or
-// keel's environment, or the CLI's own login file under HOME).
+// is installed, its version, and whether it is logged in (an API key in the config env,
+// or the CLI's own login file under HOME). keel's own environment does not count: a run
+// does not inherit its API keys.
 func (x *Extension) TestEnvironment(req *adapter.TestEnvironmentRequest) *adapter.TestEnvironmentResult {
 	s := x.spec
 	res := &adapter.TestEnvironmentResult{}
@@ -90,10 +91,6 @@ func (x *Extension) TestEnvironment(req *adapter.TestEnvironmentRequest) *adapte
 	for _, k := range s.AuthEnv {
 		if c.Env[k] != "" {
 			add("api_key_present", "info", k+" is set in the adapter config env", "")
-			return res
-		}
-		if os.Getenv(k) != "" {
-			add("api_key_present", "info", k+" is set in the server environment", "")
 			return res
 		}
 	}

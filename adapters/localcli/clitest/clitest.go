@@ -159,8 +159,8 @@ func Argv(t *testing.T, res *adapter.ExecuteResult) []string {
 	require.NotEmpty(t, m, "no argv line in %q", stderr)
 	line := m[len(m)-1][1]
 	var args []string
-	for _, part := range strings.Split(line, "] [") {
-		arg := strings.TrimSuffix(strings.TrimPrefix(part, "["), "]")
+	line = strings.TrimSuffix(strings.TrimPrefix(line, "["), "]")
+	for _, arg := range strings.Split(line, "] [") {
 		args = append(args, strings.ReplaceAll(arg, "\x1e", "\n"))
 	}
 	return args
