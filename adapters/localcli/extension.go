@@ -75,8 +75,12 @@ func (x *Extension) Info() *adapter.Info {
 	if models == nil {
 		models = []adapter.Model{}
 	}
-	return &adapter.Info{Type: s.Type, Label: s.Label, Models: models,
+	info := &adapter.Info{Type: s.Type, Label: s.Label, Models: models,
 		ConfigSchema: json.RawMessage(s.ConfigSchema()), SupportsLocalAgentJWT: true}
+	if s.DefaultModel != "" {
+		info.DefaultConfig, _ = json.Marshal(map[string]string{"model": s.DefaultModel})
+	}
+	return info
 }
 
 // Cancel stops a live run (adapter.Runner).

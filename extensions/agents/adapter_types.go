@@ -148,32 +148,39 @@ var configSchemas sync.Map
 // the type declares (its info), when one is loaded: a value of the wrong shape is a 400
 // Validation error naming adapterConfig.<path>. Missing keys are allowed (an agent may
 // exist with an incomplete config and be completed later), and so are keys the schema does
-// not name. A type no loaded adapter serves is not checked.
-func (a *Agents) checkAdapterConfig(ctx context.Context, companyID, adapterType string, config json.RawMessage) error {
+// not name. A type no loaded adapter serves is not checked. It returns the adapter's
+// default config keys (info.defaultConfig), which a create fills in.
+func (a *Agents) checkAdapterConfig(ctx context.Context, companyID, adapterType string, config json.RawMessage) (json.RawMessage, error) {
 	key, err := a.resolveAdapter(ctx, companyID, adapterType)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var info adapter.Info
 	if err := a.host.Call(ctx, adapter.MethodOf(key, adapter.MethodInfo), sdk.SystemActor(), companyID, struct{}{}, &info); err != nil {
 		if sdk.IsMethodNotProvided(err) {
-			return nil
+			return nil, nil
 		}
 		a.log.Warn("error describing adapter; its config is not checked", "adapter", key, "error", err)
+		return nil, nil
+	}
+	return info.DefaultConfig, a.validateAdapterConfig(key, adapterType, info.ConfigSchema, config)
+}
+
+// validateAdapterConfig checks config against an adapter's schema (checkAdapterConfig).
+func (a *Agents) validateAdapterConfig(key, adapterType string, configSchema, config json.RawMessage) error {
+	if len(configSchema) == 0 || string(configSchema) == "null" {
 		return nil
 	}
-	if len(info.ConfigSchema) == 0 || string(info.ConfigSchema) == "null" {
-		return nil
-	}
+	var err error
 	var schema *schemav5.Schema
-	if s, ok := configSchemas.Load(string(info.ConfigSchema)); ok {
+	if s, ok := configSchemas.Load(string(configSchema)); ok {
 		schema = s.(*schemav5.Schema)
 	} else {
-		if schema, err = sdk.CompileSchema(adapterType+"/adapterConfig", info.ConfigSchema); err != nil {
+		if schema, err = sdk.CompileSchema(adapterType+"/adapterConfig", configSchema); err != nil {
 			a.log.Warn("adapter config schema does not compile; its config is not checked", "adapter", key, "error", err)
 			return nil
 		}
-		configSchemas.Store(string(info.ConfigSchema), schema)
+		configSchemas.Store(string(configSchema), schema)
 	}
 	var v any = map[string]any{}
 	if len(config) > 0 && string(config) != "null" {

@@ -177,6 +177,9 @@ type Info struct {
 	ConfigSchema json.RawMessage `json:"configSchema"`
 	// SupportsLocalAgentJWT says whether the run's JWT is handed over as SERVICE_API_KEY.
 	SupportsLocalAgentJWT bool `json:"supportsLocalAgentJwt"`
+	// DefaultConfig holds adapterConfig keys an agent of this type gets on create when it
+	// does not set them (a default model).
+	DefaultConfig json.RawMessage `json:"defaultConfig,omitempty"`
 }
 
 // RunEvent is one log chunk or event of a run, streamed with agents.runEvents.

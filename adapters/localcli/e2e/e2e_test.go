@@ -163,7 +163,22 @@ func TestAdapterConfigSchemas(t *testing.T) {
 			res = h.Do("POST", "/api/companies/"+company+"/agents", map[string]any{"name": "Incomplete " + tc.typ, "role": "engineer",
 				"adapterType": tc.typ, "adapterConfig": map[string]any{}})
 			require.Equal(t, http.StatusCreated, res.Status, "an incomplete config is accepted: %s", res.Body)
-			id := res.Map(t)["id"].(string)
+			created := res.Map(t)
+			id := created["id"].(string)
+			var info struct {
+				Models []struct {
+					ID string `json:"id"`
+				} `json:"models"`
+			}
+			h.Do("GET", "/api/adapters/"+tc.typ, nil).JSON(t, &info)
+			cfg, _ := created["adapterConfig"].(map[string]any)
+			switch tc.typ {
+			case "gamma_local", "eta", "zeta_local":
+				require.Equal(t, "auto", cfg["model"], "the type's default model is filled in on create")
+				require.Equal(t, "auto", info.Models[0].ID)
+			default:
+				require.Nil(t, cfg["model"])
+			}
 			res = h.Do("PATCH", "/api/agents/"+id, map[string]any{"adapterConfig": map[string]any{"graceSec": "soon"}})
 			require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
 			require.Contains(t, string(res.Body), "adapterConfig.graceSec")
