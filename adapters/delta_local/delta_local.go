@@ -69,7 +69,7 @@ func prepare(inv *localcli.Invocation) error {
 		base = filepath.Join(inv.Home, ".config")
 	}
 	conf := map[string]any{}
-	if b, err := os.ReadFile(filepath.Join(base, "opencode", "opencode.json")); err == nil {
+	if b, err := inv.ReadFile(filepath.Join(base, "opencode", "opencode.json")); err == nil {
 		_ = json.Unmarshal(b, &conf)
 	}
 	perm, _ := conf["permission"].(map[string]any)

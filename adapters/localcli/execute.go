@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/keelhq/keel/adapters/internal/procrun"
 	"github.com/keelhq/keel/sdk/adapter"
@@ -42,6 +44,9 @@ type Invocation struct {
 	Model string
 	// AsRoot is set when the CLI runs as root (keel runs as root and SERVICE_AGENT_USER is "-").
 	AsRoot bool
+
+	// user is the agent user the CLI runs as, nil for the adapter's own user.
+	user *procrun.User
 
 	ev *procrun.Emitter
 }
@@ -117,6 +122,7 @@ func (x *Extension) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*
 	inv.Env = envMap(procrun.BuildEnv(os.Environ(), c.Env, req.Env, req.AuthToken))
 	inv.Home = inv.Env["HOME"]
 	inv.AsRoot = au == nil && os.Geteuid() == 0
+	inv.user = au
 	if au != nil {
 		inv.Home = au.Home
 		inv.Env["HOME"], inv.Env["USER"], inv.Env["LOGNAME"] = au.Home, au.Name, au.Name
@@ -451,6 +457,38 @@ func linkSkills(inv *Invocation, dir string, au *procrun.User) {
 			inv.Log(fmt.Sprintf("[service] Warning: could not link skill %s: %v", name, err))
 		}
 	}
+}
+
+// maxReadBytes bounds a file read for the CLI (instructions, its config).
+const maxReadBytes = 4 << 20
+
+// ReadFile reads a file the way the CLI would: as the agent user when the CLI runs as one
+// (through cat under its credential), so a config cannot make the adapter, which may run as
+// root, read a file the agent could not.
+func (inv *Invocation) ReadFile(path string) ([]byte, error) {
+	if inv.user == nil {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return io.ReadAll(io.LimitReader(f, maxReadBytes))
+	}
+	cmd := exec.Command("cat", "--", path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: inv.user.Credential()}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return nil, errors.New(msg)
+		}
+		return nil, err
+	}
+	if len(out) > maxReadBytes {
+		out = out[:maxReadBytes]
+	}
+	return out, nil
 }
 
 // resolveCommand finds the CLI binary: an absolute path, a path relative to cwd, or a name

@@ -3,7 +3,6 @@ package localcli
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -137,8 +136,8 @@ func envNote(inv *Invocation) string {
 		strings.Join(keys, ", ") + ". Do not assume these variables are missing without checking your shell environment."
 }
 
-// loadInstructions reads the configured instructions file (relative to cwd) into
-// inv.Instructions with the note on where it came from. An unreadable file is a warning in
+// loadInstructions reads the configured instructions file (relative to cwd), with the
+// agent user's rights, into inv.Instructions with the note on where it came from. An unreadable file is a warning in
 // the run log; the run goes on without it.
 func loadInstructions(inv *Invocation) {
 	p := inv.Config.InstructionsFilePath
@@ -148,7 +147,7 @@ func loadInstructions(inv *Invocation) {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(inv.Cwd, p)
 	}
-	b, err := os.ReadFile(p)
+	b, err := inv.ReadFile(p)
 	if err != nil {
 		inv.Log(fmt.Sprintf("[service] Warning: could not read agent instructions file %q: %v", p, err))
 		return

@@ -2,10 +2,13 @@ package localcli
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelhq/keel/adapters/internal/procrun"
 	"github.com/keelhq/keel/sdk/adapter"
 )
 
@@ -84,4 +87,23 @@ func TestParseConfig(t *testing.T) {
 		_, err := s.ParseConfig(json.RawMessage(bad))
 		require.Error(t, err, bad)
 	}
+}
+
+func TestReadFileAsAgentUser(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to an agent user")
+	}
+	au, err := procrun.AgentUser()
+	if err != nil || au == nil {
+		t.Skip("no agent user here")
+	}
+	private := filepath.Join(t.TempDir(), "secret.key") // 0700 directory of root's
+	require.NoError(t, os.WriteFile(private, []byte("root only"), 0o600))
+	inv := &Invocation{user: au}
+	_, err = inv.ReadFile(private)
+	require.Error(t, err, "the agent user cannot read root's files through the adapter")
+	b, err := (&Invocation{}).ReadFile(private)
+	require.NoError(t, err)
+	require.Equal(t, "root only", string(b))
 }
