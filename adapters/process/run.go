@@ -11,19 +11,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/keelhq/keel/adapters/internal/procrun"
 	"github.com/keelhq/keel/sdk"
 	"github.com/keelhq/keel/sdk/adapter"
 )
 
 // Output bounds.
 const (
-	// excerptBytes is how much of each stream the result keeps (the tail).
-	excerptBytes = 64 << 10
 	// chunkBytes is the longest log chunk read at once when a line has no end in sight.
 	chunkBytes = 32 << 10
 	// drainTimeout bounds the wait for the output pipes to close after the command exits
@@ -89,38 +87,6 @@ func (r *run) stopReason() int {
 	return r.reason
 }
 
-// tail keeps the last excerptBytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-// Write appends p, compacting to the tail once the buffer holds twice the excerpt, so the
-// cost stays linear in the output.
-func (t *tail) Write(p []byte) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(p) >= excerptBytes {
-		t.buf = append(t.buf[:0], p[len(p)-excerptBytes:]...)
-		return
-	}
-	if len(t.buf)+len(p) > 2*excerptBytes {
-		n := copy(t.buf, t.buf[len(t.buf)-excerptBytes:])
-		t.buf = t.buf[:n]
-	}
-	t.buf = append(t.buf, p...)
-}
-
-// String returns the last excerptBytes written.
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.buf) > excerptBytes {
-		return string(t.buf[len(t.buf)-excerptBytes:])
-	}
-	return string(t.buf)
-}
-
 // Execute runs the command to completion (adapter.Runner). Problems with the config or the
 // spawn are a failed result, not an error, so the engine records them on the run.
 func (a *Adapter) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*adapter.ExecuteResult, error) {
@@ -144,13 +110,13 @@ func (a *Adapter) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*ad
 	// adapter (which dies with keel), like PostgreSQL and the extensions do.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// Under root, the command runs as the unprivileged agent user, with its own HOME.
-	au, err := runAsAgentUser()
+	au, err := procrun.AgentUser()
 	if err != nil {
 		return failed(err), nil
 	}
 	if au != nil {
-		cmd.SysProcAttr.Credential = au.credential()
-		cmd.Env = append(cmd.Env, "HOME="+au.home, "USER="+au.name, "LOGNAME="+au.name)
+		cmd.SysProcAttr.Credential = au.Credential()
+		cmd.Env = append(cmd.Env, "HOME="+au.Home, "USER="+au.Name, "LOGNAME="+au.Name)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -179,13 +145,13 @@ func (a *Adapter) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*ad
 		a.mu.Unlock()
 	}()
 
-	ev := newEmitter(a.host, a.log, req.RunID, req.CompanyID)
-	defer ev.close()
+	ev := procrun.NewEmitter(a.host, a.log, req.RunID, req.CompanyID)
+	defer ev.Close()
 	if err := cmd.Start(); err != nil {
 		closeAll(outR, outW, errR, errW)
 		close(r.exited)
 		msg := fmt.Sprintf("Failed to start command %q: %v", c.Command, err)
-		ev.logText("system", msg+"\n")
+		ev.LogText("system", msg+"\n")
 		return &adapter.ExecuteResult{Status: adapter.StatusFailed, ErrorMessage: msg, ErrorCode: "spawn_failed"}, nil
 	}
 	outW.Close()
@@ -193,15 +159,15 @@ func (a *Adapter) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*ad
 	pid := cmd.Process.Pid
 	r.started(pid)
 	// The leader dies with the adapter (Pdeathsig); the guard kills the rest of its group.
-	guard := startGroupGuard(pid)
-	defer guard.stop()
+	guard := procrun.StartGroupGuard(pid)
+	defer guard.Stop()
 	// The start time names this process for good: a restarted node that finds the run
 	// unfinished kills what is left of the group, and never a recycled pid.
 	ticks, _ := adapter.ProcessStartTicks(pid)
-	ev.add(adapter.RunEvent{Kind: "spawn", PID: pid, PGID: pid, StartTicks: ticks})
-	ev.wake() // the run turns running on this event: deliver it now
+	ev.Add(adapter.RunEvent{Kind: "spawn", PID: pid, PGID: pid, StartTicks: ticks})
+	ev.Wake() // the run turns running on this event: deliver it now
 
-	var stdout, stderr tail
+	var stdout, stderr procrun.Tail
 	var readers sync.WaitGroup
 	readers.Add(2)
 	go pump(&readers, outR, "stdout", &stdout, ev)
@@ -209,7 +175,7 @@ func (a *Adapter) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*ad
 
 	if d := c.timeout(); d > 0 {
 		t := time.AfterFunc(d, func() {
-			ev.logText("system", fmt.Sprintf("Run timed out after %s; sending SIGTERM to the process group\n", d))
+			ev.LogText("system", fmt.Sprintf("Run timed out after %s; sending SIGTERM to the process group\n", d))
 			r.terminate(reasonTimedOut, r.grace)
 		})
 		defer t.Stop()
@@ -255,7 +221,7 @@ func (a *Adapter) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*ad
 		return res, nil
 	}
 	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		res.Signal = signalName(ws.Signal())
+		res.Signal = procrun.SignalName(ws.Signal())
 	} else {
 		code := st.ExitCode()
 		res.ExitCode = &code
@@ -281,7 +247,7 @@ func (a *Adapter) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*ad
 
 // applyReport reads the run report the command left at path, if any, into res. A report
 // that cannot be used is noted in the run log and otherwise ignored.
-func applyReport(path string, res *adapter.ExecuteResult, ev *emitter) {
+func applyReport(path string, res *adapter.ExecuteResult, ev *procrun.Emitter) {
 	f, err := os.Open(path)
 	if err != nil {
 		return
@@ -295,18 +261,18 @@ func applyReport(path string, res *adapter.ExecuteResult, ev *emitter) {
 			return
 		}
 	}
-	ev.logText("system", fmt.Sprintf("Ignoring the run report in $%s: %v\n", adapter.ReportFileEnv, err))
+	ev.LogText("system", fmt.Sprintf("Ignoring the run report in $%s: %v\n", adapter.ReportFileEnv, err))
 }
 
 // pump reads one output stream in line chunks into the run log and the excerpt.
-func pump(wg *sync.WaitGroup, rd io.Reader, stream string, t *tail, ev *emitter) {
+func pump(wg *sync.WaitGroup, rd io.Reader, stream string, t *procrun.Tail, ev *procrun.Emitter) {
 	defer wg.Done()
 	br := bufio.NewReaderSize(rd, chunkBytes)
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if len(chunk) > 0 {
 			t.Write(chunk)
-			ev.logText(stream, string(chunk))
+			ev.LogText(stream, string(chunk))
 		}
 		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 			return
@@ -327,20 +293,4 @@ func closeAll(fs ...*os.File) {
 	for _, f := range fs {
 		_ = f.Close()
 	}
-}
-
-var signalNames = map[syscall.Signal]string{
-	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
-	syscall.SIGILL: "SIGILL", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS",
-	syscall.SIGFPE: "SIGFPE", syscall.SIGKILL: "SIGKILL", syscall.SIGSEGV: "SIGSEGV",
-	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM",
-	syscall.SIGUSR1: "SIGUSR1", syscall.SIGUSR2: "SIGUSR2",
-}
-
-// signalName names a signal the way the result reports it ("SIGTERM").
-func signalName(s syscall.Signal) string {
-	if n, ok := signalNames[s]; ok {
-		return n
-	}
-	return "SIG" + strconv.Itoa(int(s))
 }

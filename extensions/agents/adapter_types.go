@@ -7,9 +7,13 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+
+	schemav5 "github.com/santhosh-tekuri/jsonschema/v5"
 
 	"github.com/keelhq/keel/sdk"
 	"github.com/keelhq/keel/sdk/adapter"
@@ -135,4 +139,70 @@ func newDevicePrivateKeyPEM() (string, error) {
 		return "", fmt.Errorf("error encoding device key: %w", err)
 	}
 	return string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})), nil
+}
+
+// configSchemas caches compiled adapterConfig schemas by their text.
+var configSchemas sync.Map
+
+// checkAdapterConfig validates an adapterConfig against the JSON Schema the adapter serving
+// the type declares (its info), when one is loaded: a value of the wrong shape is a 400
+// Validation error naming adapterConfig.<path>. Missing keys are allowed (an agent may
+// exist with an incomplete config and be completed later), and so are keys the schema does
+// not name. A type no loaded adapter serves is not checked. It returns the adapter's
+// default config keys (info.defaultConfig), which a create fills in.
+func (a *Agents) checkAdapterConfig(ctx context.Context, companyID, adapterType string, config json.RawMessage) (json.RawMessage, error) {
+	key, err := a.resolveAdapter(ctx, companyID, adapterType)
+	if err != nil {
+		return nil, err
+	}
+	var info adapter.Info
+	if err := a.host.Call(ctx, adapter.MethodOf(key, adapter.MethodInfo), sdk.SystemActor(), companyID, struct{}{}, &info); err != nil {
+		if sdk.IsMethodNotProvided(err) {
+			return nil, nil
+		}
+		a.log.Warn("error describing adapter; its config is not checked", "adapter", key, "error", err)
+		return nil, nil
+	}
+	return info.DefaultConfig, a.validateAdapterConfig(key, adapterType, info.ConfigSchema, config)
+}
+
+// validateAdapterConfig checks config against an adapter's schema (checkAdapterConfig).
+func (a *Agents) validateAdapterConfig(key, adapterType string, configSchema, config json.RawMessage) error {
+	if len(configSchema) == 0 || string(configSchema) == "null" {
+		return nil
+	}
+	var err error
+	var schema *schemav5.Schema
+	if s, ok := configSchemas.Load(string(configSchema)); ok {
+		schema = s.(*schemav5.Schema)
+	} else {
+		if schema, err = sdk.CompileSchema(adapterType+"/adapterConfig", configSchema); err != nil {
+			a.log.Warn("adapter config schema does not compile; its config is not checked", "adapter", key, "error", err)
+			return nil
+		}
+		configSchemas.Store(string(configSchema), schema)
+	}
+	var v any = map[string]any{}
+	if len(config) > 0 && string(config) != "null" {
+		if err := json.Unmarshal(config, &v); err != nil {
+			return invalid("adapterConfig", "must be an object")
+		}
+	}
+	err = schema.Validate(v)
+	var ve *schemav5.ValidationError
+	if err == nil || !errors.As(err, &ve) {
+		return nil
+	}
+	var details []sdk.ValidationDetail
+	for _, u := range ve.BasicOutput().Errors {
+		if u.Error == "" || strings.HasPrefix(u.Error, "doesn't validate with") || strings.HasPrefix(u.Error, "missing propert") {
+			continue
+		}
+		path := "adapterConfig" + strings.ReplaceAll(u.InstanceLocation, "/", ".")
+		details = append(details, sdk.ValidationDetail{Path: path, Message: u.Error})
+	}
+	if len(details) == 0 {
+		return nil
+	}
+	return sdk.ValidationError(details...)
 }

@@ -229,6 +229,14 @@ func (a *Agents) newConfig(ctx context.Context, companyID string, b *agentCreate
 	if err := a.checkAdapterType(ctx, companyID, adapterType); err != nil {
 		return nil, "", err
 	}
+	defaults, err := a.checkAdapterConfig(ctx, companyID, adapterType, cfg.AdapterConfig)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(defaults) > 0 {
+		// Keys the adapter fills on create (a default model); the body's own win.
+		cfg.AdapterConfig = mergeObjects(defaults, cfg.AdapterConfig)
+	}
 	if _, _, _, err := deviceKeyPlan(cfg); err != nil {
 		return nil, "", err
 	}
@@ -720,6 +728,9 @@ func (a *Agents) applyPatch(ctx context.Context, ag *agentRef, raw map[string]js
 		}
 	}
 	if _, typed := raw["adapterType"]; typed || raw["adapterConfig"] != nil {
+		if _, err := a.checkAdapterConfig(ctx, ag.ID.CompanyId, cfg.AdapterType, cfg.AdapterConfig); err != nil {
+			return nil, err
+		}
 		if err := a.ensureDeviceKey(ctx, ag.ID.CompanyId, ag.ID.Name, &cfg); err != nil {
 			return nil, err
 		}

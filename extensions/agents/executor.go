@@ -16,18 +16,23 @@ import (
 // runOutcome is what the executor stores when a run finishes.
 type runOutcome struct {
 	// Adapter is the adapter type that ran it, empty when none was reached.
-	Adapter    string
-	Status     string
-	Error      string
-	ErrorCode  string
-	ExitCode   *int
-	Signal     string
-	PID        int
-	Usage      map[string]any
-	Result     json.RawMessage
-	SessionID  string
-	CostEvent  map[string]any
-	BilledCent int64
+	Adapter   string
+	Status    string
+	Error     string
+	ErrorCode string
+	ExitCode  *int
+	Signal    string
+	PID       int
+	Usage     map[string]any
+	Result    json.RawMessage
+	SessionID string
+	// SessionParams, SessionDisplayID and ClearSession are the adapter's word on the task
+	// session (saveTaskSession).
+	SessionParams    json.RawMessage
+	SessionDisplayID string
+	ClearSession     bool
+	CostEvent        map[string]any
+	BilledCent       int64
 	// AdapterLost says the adapter's process went away mid-run (the run is process-lost).
 	AdapterLost bool
 }
@@ -296,6 +301,12 @@ func (e *engine) invokeAdapter(ctx context.Context, run *heartbeatRun) (out *run
 		RunID: run.ID, AgentID: run.AgentID, AgentName: agent.Name, CompanyID: run.CompanyID, AdapterType: cfg.AdapterType,
 		Config: rawConfig, Env: runtimeEnv(a.env.APIURL, run, jwt), Context: run.ContextSnapshot, AuthToken: jwt,
 	}
+	if req.Runtime, err = a.taskSession(ctx, run, cfg.AdapterType); err != nil {
+		return fail("internal_error", err.Error())
+	}
+	if req.Runtime.SessionID != "" {
+		_, _ = a.pool.Exec(ctx, `UPDATE heartbeat_runs SET session_id_before = $2 WHERE id = $1`, run.ID, req.Runtime.SessionID)
+	}
 	if issueID, _ := run.ContextSnapshot["issueId"].(string); issueID != "" {
 		e.checkoutIssue(ctx, run, issueID)
 	}
@@ -329,7 +340,13 @@ func (e *engine) invokeAdapter(ctx context.Context, run *heartbeatRun) (out *run
 			return fail("adapter_failed", err.Error())
 		}
 	}
-	return outcomeOf(&res)
+	out = outcomeOf(&res)
+	if out.Usage != nil {
+		out.Usage["persistedSessionId"] = nullable(res.SessionID)
+		out.Usage["sessionReused"] = req.Runtime.SessionID != "" && res.SessionID == req.Runtime.SessionID
+		out.Usage["freshSession"] = req.Runtime.SessionID == "" || res.SessionID != req.Runtime.SessionID
+	}
+	return out
 }
 
 // adapterCall calls a method of the adapter the run is pinned to (*key). When the pinned
@@ -402,7 +419,8 @@ func runBound(config map[string]any) time.Duration {
 // spec part 1 (billed cost of an adapter run) and REFERENCE 3 step 7.
 func outcomeOf(res *adapter.ExecuteResult) *runOutcome {
 	out := &runOutcome{Status: res.Status, ExitCode: res.ExitCode, Signal: res.Signal, PID: res.PID, Result: res.ResultJSON,
-		Error: res.ErrorMessage, ErrorCode: res.ErrorCode, SessionID: res.SessionID}
+		Error: res.ErrorMessage, ErrorCode: res.ErrorCode, SessionID: res.SessionID, SessionParams: res.SessionParams,
+		SessionDisplayID: res.SessionDisplayID, ClearSession: res.ClearSession}
 	switch out.Status {
 	case runSucceeded, runFailed, runTimedOut, runCancelled:
 	default:
@@ -539,6 +557,7 @@ func (e *engine) finish(ctx context.Context, run *heartbeatRun, out *runOutcome)
 		final = out.Status
 	}
 	a.metrics.runFinished(final, out.Adapter)
+	a.saveTaskSession(ctx, run, out)
 	wakeStatus := "completed"
 	if final != runSucceeded {
 		wakeStatus = "failed"

@@ -96,6 +96,10 @@ func (a *Agents) appendRunEvents(ctx context.Context, runID string, events []ada
 			at = time.Now()
 		}
 		payload := ev.Payload
+		if len(payload) > 0 {
+			// A parsed event may quote the agent's output: redact it like the log.
+			payload = a.engine.secrets.redactJSON(runID, payload)
+		}
 		if kind == "spawn" && ev.PID > 0 {
 			payload, _ = json.Marshal(map[string]any{"pid": ev.PID})
 		}

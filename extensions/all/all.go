@@ -3,8 +3,15 @@
 package all
 
 import (
+	_ "github.com/keelhq/keel/adapters/alpha_local"     // adapter.alpha_local (Claude Code CLI)
+	_ "github.com/keelhq/keel/adapters/beta_local"      // adapter.beta_local (Codex CLI)
+	_ "github.com/keelhq/keel/adapters/delta_local"     // adapter.delta_local (OpenCode CLI)
+	_ "github.com/keelhq/keel/adapters/epsilon_local"   // adapter.epsilon_local (Pi coding agent CLI)
+	_ "github.com/keelhq/keel/adapters/eta"             // adapter.eta (Cursor Agent CLI)
+	_ "github.com/keelhq/keel/adapters/gamma_local"     // adapter.gamma_local (Gemini CLI)
 	_ "github.com/keelhq/keel/adapters/http"            // adapter.http
 	_ "github.com/keelhq/keel/adapters/process"         // adapter.process
+	_ "github.com/keelhq/keel/adapters/zeta_local"      // adapter.zeta_local (Hermes Agent CLI)
 	_ "github.com/keelhq/keel/extensions/agents"        // agents, heartbeat runs
 	_ "github.com/keelhq/keel/extensions/builtinagents" // built-in agents from the builtins registry
 	_ "github.com/keelhq/keel/extensions/cases"         // cases, case documents, annotations, links, timeline

@@ -51,6 +51,32 @@ type ExecuteRequest struct {
 	Context map[string]any `json:"context,omitempty"`
 	// AuthToken is the run's local agent JWT (empty when the adapter does not support it).
 	AuthToken string `json:"authToken,omitempty"`
+	// Runtime is the session the engine kept for the run's task, for adapters that resume
+	// sessions; nil or empty for a fresh session.
+	Runtime *Runtime `json:"runtime,omitempty"`
+	// Skills are the agent's skills materialized on this host, for adapters that hand a
+	// skills directory to their CLI.
+	Skills []Skill `json:"skills,omitempty"`
+}
+
+// Runtime is the saved session of a run's task (REFERENCE.md 3 step 4: the task session
+// keyed by taskKey), as the adapter returned it after the task's last run.
+type Runtime struct {
+	// TaskKey is the key the session is kept under: the issue or task id, "" for runs
+	// without one.
+	TaskKey string `json:"taskKey,omitempty"`
+	// SessionID is the saved session id.
+	SessionID string `json:"sessionId,omitempty"`
+	// SessionParams are the adapter's saved session parameters (for a local CLI: sessionId
+	// and the cwd it was made in).
+	SessionParams json.RawMessage `json:"sessionParams,omitempty"`
+}
+
+// Skill is one skill directory (holding its SKILL.md) an adapter links into its CLI's
+// skills directory under Name.
+type Skill struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
 }
 
 // Usage is token usage reported by an adapter.
@@ -71,23 +97,30 @@ const (
 // ExecuteResult is the output of execute (REFERENCE.md 3, AdapterExecutionResult).
 type ExecuteResult struct {
 	// Status is succeeded, failed, timed_out or cancelled.
-	Status               string          `json:"status"`
-	ExitCode             *int            `json:"exitCode,omitempty"`
-	Signal               string          `json:"signal,omitempty"`
-	TimedOut             bool            `json:"timedOut,omitempty"`
-	ErrorMessage         string          `json:"errorMessage,omitempty"`
-	ErrorCode            string          `json:"errorCode,omitempty"`
-	Usage                *Usage          `json:"usage,omitempty"`
-	Provider             string          `json:"provider,omitempty"`
-	Biller               string          `json:"biller,omitempty"`
-	Model                string          `json:"model,omitempty"`
-	BillingType          string          `json:"billingType,omitempty"`
-	CostUSD              *float64        `json:"costUsd,omitempty"`
-	CacheAdjustedCostUSD *float64        `json:"cacheAdjustedCostUsd,omitempty"`
-	SessionID            string          `json:"sessionId,omitempty"`
-	Summary              string          `json:"summary,omitempty"`
-	ResultJSON           json.RawMessage `json:"resultJson,omitempty"`
-	PID                  int             `json:"pid,omitempty"`
+	Status               string   `json:"status"`
+	ExitCode             *int     `json:"exitCode,omitempty"`
+	Signal               string   `json:"signal,omitempty"`
+	TimedOut             bool     `json:"timedOut,omitempty"`
+	ErrorMessage         string   `json:"errorMessage,omitempty"`
+	ErrorCode            string   `json:"errorCode,omitempty"`
+	Usage                *Usage   `json:"usage,omitempty"`
+	Provider             string   `json:"provider,omitempty"`
+	Biller               string   `json:"biller,omitempty"`
+	Model                string   `json:"model,omitempty"`
+	BillingType          string   `json:"billingType,omitempty"`
+	CostUSD              *float64 `json:"costUsd,omitempty"`
+	CacheAdjustedCostUSD *float64 `json:"cacheAdjustedCostUsd,omitempty"`
+	SessionID            string   `json:"sessionId,omitempty"`
+	// SessionParams are what the adapter needs to resume the session on the task's next
+	// run; the engine keeps them under the run's task key and hands them back in Runtime.
+	SessionParams json.RawMessage `json:"sessionParams,omitempty"`
+	// SessionDisplayID is a short form of the session id for display.
+	SessionDisplayID string `json:"sessionDisplayId,omitempty"`
+	// ClearSession asks the engine to forget the task's saved session (it is unusable).
+	ClearSession bool            `json:"clearSession,omitempty"`
+	Summary      string          `json:"summary,omitempty"`
+	ResultJSON   json.RawMessage `json:"resultJson,omitempty"`
+	PID          int             `json:"pid,omitempty"`
 }
 
 // CancelRequest is the input of cancel.
@@ -108,14 +141,24 @@ type TestEnvironmentRequest struct {
 
 // Check is one environment check.
 type Check struct {
-	Name    string `json:"name"`
+	// Name is the check's code ("alpha_local_command_resolvable").
+	Name string `json:"name"`
+	// OK is false for a check that fails the environment (level error).
 	OK      bool   `json:"ok"`
 	Message string `json:"message,omitempty"`
+	// Level is info, warn or error (empty: info when OK, else error).
+	Level string `json:"level,omitempty"`
+	// Detail and Hint explain a finding and how to fix it.
+	Detail string `json:"detail,omitempty"`
+	Hint   string `json:"hint,omitempty"`
 }
 
 // TestEnvironmentResult is the output of testEnvironment.
 type TestEnvironmentResult struct {
-	OK     bool    `json:"ok"`
+	OK bool `json:"ok"`
+	// Status is pass, warn (a warning check) or fail (an error check); empty from adapters
+	// that report only OK.
+	Status string  `json:"status,omitempty"`
 	Checks []Check `json:"checks"`
 }
 
@@ -134,6 +177,9 @@ type Info struct {
 	ConfigSchema json.RawMessage `json:"configSchema"`
 	// SupportsLocalAgentJWT says whether the run's JWT is handed over as SERVICE_API_KEY.
 	SupportsLocalAgentJWT bool `json:"supportsLocalAgentJwt"`
+	// DefaultConfig holds adapterConfig keys an agent of this type gets on create when it
+	// does not set them (a default model).
+	DefaultConfig json.RawMessage `json:"defaultConfig,omitempty"`
 }
 
 // RunEvent is one log chunk or event of a run, streamed with agents.runEvents.

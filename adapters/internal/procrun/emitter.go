@@ -1,4 +1,6 @@
-package process
+// Package procrun is the machinery local adapters share to run an agent command: the run
+// event emitter, the process-group guard, the unprivileged agent user and the run loop.
+package procrun
 
 import (
 	"context"
@@ -19,10 +21,10 @@ const (
 	deliverTimeout = 10 * time.Second
 )
 
-// emitter batches a run's events and delivers them in order with agents.runEvents from one
+// Emitter batches a run's events and delivers them in order with agents.runEvents from one
 // goroutine. Delivery failures are logged and never fail the run; when no extension provides
 // agents.runEvents the emitter stops delivering silently.
-type emitter struct {
+type Emitter struct {
 	host      *sdk.Host
 	log       hclog.Logger
 	runID     string
@@ -39,15 +41,15 @@ type emitter struct {
 	done chan struct{}
 }
 
-func newEmitter(host *sdk.Host, log hclog.Logger, runID, companyID string) *emitter {
-	e := &emitter{host: host, log: log, runID: runID, companyID: companyID,
+func NewEmitter(host *sdk.Host, log hclog.Logger, runID, companyID string) *Emitter {
+	e := &Emitter{host: host, log: log, runID: runID, companyID: companyID,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go e.loop()
 	return e
 }
 
-// add queues one event, stamping its sequence number and time.
-func (e *emitter) add(ev adapter.RunEvent) {
+// Add queues one event, stamping its sequence number and time.
+func (e *Emitter) Add(ev adapter.RunEvent) {
 	e.mu.Lock()
 	e.seq++
 	ev.Seq = e.seq
@@ -57,16 +59,16 @@ func (e *emitter) add(ev adapter.RunEvent) {
 	full := e.pendingLen >= flushBytes
 	e.mu.Unlock()
 	if full {
-		e.wake()
+		e.Wake()
 	}
 }
 
 // coalesceBytes bounds a log event made of consecutive chunks of one stream.
 const coalesceBytes = 16 << 10
 
-// logText queues one log chunk of a stream (stdout, stderr or system), appending it to the
+// LogText queues one log chunk of a stream (stdout, stderr or system), appending it to the
 // last pending event when that is a log of the same stream with room left.
-func (e *emitter) logText(stream, text string) {
+func (e *Emitter) LogText(stream, text string) {
 	e.mu.Lock()
 	if n := len(e.pending); n > 0 {
 		last := &e.pending[n-1]
@@ -76,30 +78,30 @@ func (e *emitter) logText(stream, text string) {
 			full := e.pendingLen >= flushBytes
 			e.mu.Unlock()
 			if full {
-				e.wake()
+				e.Wake()
 			}
 			return
 		}
 	}
 	e.mu.Unlock()
-	e.add(adapter.RunEvent{Kind: "log", Stream: stream, Text: text})
+	e.Add(adapter.RunEvent{Kind: "log", Stream: stream, Text: text})
 }
 
-// wake asks the loop to flush now.
-func (e *emitter) wake() {
+// Wake asks the loop to flush now.
+func (e *Emitter) Wake() {
 	select {
 	case e.kick <- struct{}{}:
 	default:
 	}
 }
 
-// close delivers what is pending and stops the loop.
-func (e *emitter) close() {
+// Close delivers what is pending and stops the loop.
+func (e *Emitter) Close() {
 	close(e.stop)
 	<-e.done
 }
 
-func (e *emitter) loop() {
+func (e *Emitter) loop() {
 	defer close(e.done)
 	t := time.NewTicker(flushEvery)
 	defer t.Stop()
@@ -116,7 +118,7 @@ func (e *emitter) loop() {
 	}
 }
 
-func (e *emitter) flush() {
+func (e *Emitter) flush() {
 	e.mu.Lock()
 	batch := e.pending
 	e.pending, e.pendingLen = nil, 0

@@ -1,4 +1,4 @@
-package process
+package procrun
 
 import (
 	"os/exec"
@@ -33,7 +33,7 @@ func TestGroupGuard(t *testing.T) {
 	t.Run("KillsTheGroupWhenTheAdapterGoes", func(t *testing.T) {
 		t.Parallel()
 		cmd := group(t)
-		g := startGroupGuard(cmd.Process.Pid)
+		g := StartGroupGuard(cmd.Process.Pid)
 		require.NotNil(t, g)
 		t.Cleanup(func() { _ = g.cmd.Wait() })
 		g.w.Close() // what the adapter's death does
@@ -50,9 +50,9 @@ func TestGroupGuard(t *testing.T) {
 	t.Run("StopLeavesTheGroupAlone", func(t *testing.T) {
 		t.Parallel()
 		cmd := group(t)
-		g := startGroupGuard(cmd.Process.Pid)
+		g := StartGroupGuard(cmd.Process.Pid)
 		require.NotNil(t, g)
-		g.stop()
+		g.Stop()
 		m, err := adapter.ProcessGroupMembers(cmd.Process.Pid)
 		require.NoError(t, err)
 		require.Len(t, m, 2)

@@ -1,4 +1,4 @@
-package process
+package procrun
 
 import (
 	"fmt"
@@ -17,30 +17,30 @@ const agentUserEnv = "SERVICE_AGENT_USER"
 // defaultAgentUser is created when missing.
 const defaultAgentUser = "keel-agent"
 
-// agentUser is the unprivileged account agent processes run as when the adapter runs as
+// User is the unprivileged account agent processes run as when the adapter runs as
 // root: such a process cannot read keel's data dir, its keys or the database password
 // (all 0600/0700 of root), nor signal keel's processes.
-type agentUser struct {
-	name     string
-	uid, gid uint32
-	home     string
+type User struct {
+	Name     string
+	UID, GID uint32
+	Home     string
 }
 
 var (
 	agentUserOnce sync.Once
-	agentUserVal  *agentUser
+	agentUserVal  *User
 	agentUserErr  error
 )
 
-// runAsAgentUser returns the agent user, or nil when agent commands run as the adapter's own
+// AgentUser returns the agent user, or nil when agent commands run as the adapter's own
 // user: the adapter is not root, or SERVICE_AGENT_USER is "-". A missing user is created
 // (useradd --system) once.
-func runAsAgentUser() (*agentUser, error) {
+func AgentUser() (*User, error) {
 	agentUserOnce.Do(func() { agentUserVal, agentUserErr = lookupAgentUser(os.Getenv(agentUserEnv)) })
 	return agentUserVal, agentUserErr
 }
 
-func lookupAgentUser(name string) (*agentUser, error) {
+func lookupAgentUser(name string) (*User, error) {
 	if os.Geteuid() != 0 || name == "-" || name == "root" {
 		return nil, nil
 	}
@@ -65,20 +65,20 @@ func lookupAgentUser(name string) (*agentUser, error) {
 	if err1 != nil || err2 != nil || uid == 0 {
 		return nil, fmt.Errorf("the agent user %s (SERVICE_AGENT_USER) must be an unprivileged user with numeric ids", name)
 	}
-	return &agentUser{name: name, uid: uint32(uid), gid: uint32(gid), home: u.HomeDir}, nil
+	return &User{Name: name, UID: uint32(uid), GID: uint32(gid), Home: u.HomeDir}, nil
 }
 
-// credential is the process credential of the agent user.
-func (u *agentUser) credential() *syscall.Credential {
-	return &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: []uint32{}, NoSetGroups: false}
+// Credential is the process credential of the agent user.
+func (u *User) Credential() *syscall.Credential {
+	return &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}, NoSetGroups: false}
 }
 
-// workspaceBase is where default workspaces go for the agent user: its home, which it owns
+// WorkspaceBase is where default workspaces go for the agent user: its home, which it owns
 // (keel's data dir is root's alone).
-func (u *agentUser) workspaceBase() (string, error) {
-	base := filepath.Join(u.home, "workspaces")
+func (u *User) WorkspaceBase() (string, error) {
+	base := filepath.Join(u.Home, "workspaces")
 	if err := os.MkdirAll(base, 0o700); err != nil {
 		return "", fmt.Errorf("error creating %s: %w", base, err)
 	}
-	return base, os.Chown(base, int(u.uid), int(u.gid))
+	return base, os.Chown(base, int(u.UID), int(u.GID))
 }

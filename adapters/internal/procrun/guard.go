@@ -1,4 +1,4 @@
-package process
+package procrun
 
 import (
 	"os"
@@ -14,15 +14,15 @@ import (
 // not reach (a shell's background children, a tool's helpers).
 const groupGuardScript = `read -r _; kill -9 "-$1"`
 
-// groupGuard is the watcher of one run's process group.
-type groupGuard struct {
+// GroupGuard is the watcher of one run's process group.
+type GroupGuard struct {
 	cmd *exec.Cmd
 	w   *os.File
 }
 
-// startGroupGuard starts the guard of a run's process group; nil when it cannot start (the
+// StartGroupGuard starts the guard of a run's process group; nil when it cannot start (the
 // run goes on; a restarted node still kills the group's survivors).
-func startGroupGuard(pgid int) *groupGuard {
+func StartGroupGuard(pgid int) *GroupGuard {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil
@@ -37,12 +37,12 @@ func startGroupGuard(pgid int) *groupGuard {
 		return nil
 	}
 	r.Close()
-	return &groupGuard{cmd: cmd, w: w}
+	return &GroupGuard{cmd: cmd, w: w}
 }
 
-// stop ends the guard without letting it act: it is killed and reaped before the pipe
+// Stop ends the guard without letting it act: it is killed and reaped before the pipe
 // closes, so it never signals a group id that may since have been reused.
-func (g *groupGuard) stop() {
+func (g *GroupGuard) Stop() {
 	if g == nil {
 		return
 	}

@@ -1,0 +1,12 @@
+package zetalocal_test
+
+import (
+	"testing"
+
+	_ "github.com/keelhq/keel/adapters/zeta_local"
+	"github.com/keelhq/keel/sdktest"
+)
+
+// TestMain runs the tests; when the host re-executes this binary as the adapter, sdktest.Main
+// serves it instead.
+func TestMain(m *testing.M) { sdktest.Main(m) }
