@@ -18,7 +18,7 @@ func init() {
 	addMethods(map[string]method{
 		"issues.fingerprints": {
 			Description: "Change-detection fingerprints of issues of the call's company (status cards). Input: {issueIds, " +
-				"identifiers} (together at most 10000). Output: [{id, identifier, title, status, assigneeAgentId, " +
+				"identifiers} (together at most 10000), excludeOriginKind? (leave out issues of that origin kind). Output: [{id, identifier, title, status, assigneeAgentId, " +
 				"assigneeUserId, updatedAt, latestHumanCommentAt}] ordered by id; unknown ids and identifiers, hidden issues " +
 				"and issues of other companies are left out.",
 			Call: (*Work).methodIssuesFingerprints,
@@ -44,6 +44,8 @@ type IssueFingerprintsListParams struct {
 	CompanyID   string
 	IDs         []string
 	Identifiers []string
+	// ExcludeOriginKind leaves out issues of that origin kind ("" leaves none out).
+	ExcludeOriginKind string
 }
 
 // IssueFingerprintsList returns the fingerprints of the visible issues of the company
@@ -64,8 +66,8 @@ func (s *issueStore) IssueFingerprintsList(ctx context.Context, p *IssueFingerpr
 			(SELECT max(c.created_at) FROM issue_comments c WHERE c.issue_id = i.id AND c.author_type = 'user'
 				AND c.deleted_at IS NULL) AS latest_human_comment_at
 		FROM issues i WHERE i.company_id = ? AND i.hidden_at IS NULL
-			AND (i.id = ANY(?::uuid[]) OR upper(i.identifier) = ANY(?::text[]))
-		ORDER BY i.id`, p.CompanyID, pgdialect.Array(ids), pgdialect.Array(idents)).Scan(ctx, &out)
+			AND (i.id = ANY(?::uuid[]) OR upper(i.identifier) = ANY(?::text[])) AND i.origin_kind <> ?
+		ORDER BY i.id`, p.CompanyID, pgdialect.Array(ids), pgdialect.Array(idents), p.ExcludeOriginKind).Scan(ctx, &out)
 	if err != nil {
 		return nil, fmt.Errorf("error reading issue fingerprints: %w", err)
 	}
@@ -75,8 +77,9 @@ func (s *issueStore) IssueFingerprintsList(ctx context.Context, p *IssueFingerpr
 func (w *Work) methodIssuesFingerprints(ctx context.Context, call *sdk.MethodCall) (any, error) {
 	ctx = issuesMethodContext(ctx, call)
 	var in struct {
-		IssueIDs    []string `json:"issueIds"`
-		Identifiers []string `json:"identifiers"`
+		IssueIDs          []string `json:"issueIds"`
+		Identifiers       []string `json:"identifiers"`
+		ExcludeOriginKind string   `json:"excludeOriginKind"`
 	}
 	if err := issuesMethodDecode(call, &in); err != nil {
 		return nil, err
@@ -100,5 +103,6 @@ func (w *Work) methodIssuesFingerprints(ctx context.Context, call *sdk.MethodCal
 			idents = append(idents, s)
 		}
 	}
-	return newIssueStore(w.db).IssueFingerprintsList(ctx, &IssueFingerprintsListParams{CompanyID: companyID, IDs: ids, Identifiers: idents})
+	return newIssueStore(w.db).IssueFingerprintsList(ctx, &IssueFingerprintsListParams{CompanyID: companyID, IDs: ids, Identifiers: idents,
+		ExcludeOriginKind: strings.TrimSpace(in.ExcludeOriginKind)})
 }
