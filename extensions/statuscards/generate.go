@@ -152,7 +152,7 @@ func (x *StatusCards) startTask(ctx context.Context, c *Card, entryID, agentID s
 	if p.reuseIssueID != "" {
 		if err := x.host.Call(ctx, "work.issues.update", sdk.SystemActor(), c.CompanyID, map[string]any{"id": p.reuseIssueID,
 			"status": "todo", "assigneeAgentId": agentID}, &iss); err != nil {
-			return nil, fmt.Errorf("error reopening the generation task of status card %s: %w", c.ID, err)
+			return nil, fmt.Errorf("error reopening the generation task of status card %s: %v", c.ID, err)
 		}
 		// The update answers {issue, changes, comment}; read the issue itself.
 		got, err := x.getIssue(ctx, c.CompanyID, p.reuseIssueID)
@@ -166,11 +166,11 @@ func (x *StatusCards) startTask(ctx context.Context, c *Card, entryID, agentID s
 			"assigneeAgentId": agentID, "originKind": "status_card", "originId": c.ID, "idempotencyKey": "status-card:" + entryID,
 		}
 		if err := x.host.Call(ctx, "work.issues.create", sdk.SystemActor(), c.CompanyID, in, &iss); err != nil {
-			return nil, fmt.Errorf("error creating the generation task of status card %s: %w", c.ID, err)
+			return nil, fmt.Errorf("error creating the generation task of status card %s: %v", c.ID, err)
 		}
 	}
 	wake := map[string]any{"agentId": agentID, "companyId": c.CompanyID, "source": "assignment", "reason": "issue_assigned",
-		"triggerDetail": "status_card_" + p.kind,
+		"triggerDetail": "system",
 		"payload":       map[string]any{"issueId": iss.ID, "statusCardId": c.ID, "kind": p.kind},
 		// The work owner wakes the assignee with the same key; whichever lands first wins.
 		"idempotencyKey": "issue_assigned:" + iss.ID + ":" + agentID}
@@ -179,7 +179,7 @@ func (x *StatusCards) startTask(ctx context.Context, c *Card, entryID, agentID s
 	}
 	if err := x.host.Call(ctx, "agents.wakeup", sdk.SystemActor(), c.CompanyID, wake, nil); err != nil {
 		_ = x.setIssueStatus(ctx, c.CompanyID, iss.ID, "cancelled")
-		return nil, fmt.Errorf("error waking the summarizer of status card %s: %w", c.ID, err)
+		return nil, fmt.Errorf("error waking the summarizer of status card %s: %v", c.ID, err)
 	}
 	return &iss, nil
 }
