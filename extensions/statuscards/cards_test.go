@@ -101,6 +101,10 @@ func TestStatusCards(t *testing.T) {
 		require.Equal(t, "done", task["status"])
 	})
 
+	t.Run("ReactiveDebounceAndHourlyCap", func(t *testing.T) { t.Parallel(); testReactiveDebounceAndHourlyCap(t, h) })
+	t.Run("ActiveHoursAcrossMidnight", func(t *testing.T) { t.Parallel(); testActiveHoursAcrossMidnight(t, h) })
+	t.Run("DailyTokenCap", func(t *testing.T) { t.Parallel(); testDailyTokenCap(t, h) })
+
 	t.Run("SummarizerNotConfigured", func(t *testing.T) {
 		t.Parallel()
 		co := h.CreateCompany("No Summarizer Co")

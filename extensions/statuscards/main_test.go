@@ -186,7 +186,13 @@ type tickResult struct {
 // the outcome for one card ("" when it was not due).
 func tick(t testing.TB, h *sdktest.Host, now time.Time, cardID string) string {
 	t.Helper()
-	in, err := json.Marshal(map[string]string{"now": now.UTC().Format(time.RFC3339Nano)})
+	return tickIn(t, h, now, "", cardID)
+}
+
+// tickIn is tick for one company's cards only (tests sharing a host tick their own).
+func tickIn(t testing.TB, h *sdktest.Host, now time.Time, companyID, cardID string) string {
+	t.Helper()
+	in, err := json.Marshal(map[string]string{"now": now.UTC().Format(time.RFC3339Nano), "companyId": companyID})
 	require.NoError(t, err)
 	res, err := h.Supervisor.Invoke(context.Background(), "kernel", &hostv1.InvokeRequest{
 		Method: "statuscards.tick", InputJson: in, Actor: sdk.SystemActor()})

@@ -51,7 +51,7 @@ func init() {
 	addMethods(map[string]method{
 		"tick": {
 			Description: "Evaluate due status cards at an instant (kernel and system callers only). Input {now: RFC 3339, " +
-				"default the wall clock}. Output {now, evaluated: [{cardId, outcome, state, kind?, changes}]}.",
+				"default the wall clock; companyId?: only that company's cards}. Output {now, evaluated: [{cardId, outcome, state, kind?, changes}]}.",
 			Call: (*StatusCards).methodTick,
 		},
 	})
@@ -80,7 +80,8 @@ func (x *StatusCards) methodTick(ctx context.Context, call *sdk.MethodCall) (any
 		return nil, sdk.Forbidden("Only the kernel or the system may evaluate status cards")
 	}
 	var in struct {
-		Now string `json:"now"`
+		Now       string `json:"now"`
+		CompanyID string `json:"companyId"`
 	}
 	if err := call.Bind(&in); err != nil {
 		return nil, err
@@ -93,16 +94,24 @@ func (x *StatusCards) methodTick(ctx context.Context, call *sdk.MethodCall) (any
 		}
 		now = t
 	}
-	return x.tick(ctx, now)
+	if in.CompanyID != "" && !sdk.IsUUID(in.CompanyID) {
+		return nil, sdk.Invalid("companyId", "must be a UUID")
+	}
+	return x.tickCompany(ctx, now, in.CompanyID)
 }
 
 // tick evaluates every card due at now.
 func (x *StatusCards) tick(ctx context.Context, now time.Time) (*TickResult, error) {
+	return x.tickCompany(ctx, now, "")
+}
+
+// tickCompany evaluates the cards due at now, of one company when companyID is set.
+func (x *StatusCards) tickCompany(ctx context.Context, now time.Time, companyID string) (*TickResult, error) {
 	now = now.UTC().Truncate(time.Microsecond)
 	res := &TickResult{Now: now, Evaluated: []Evaluation{}}
 	for range tickMaxBatches {
 		rows, err := x.pool.Query(ctx, `SELECT `+cardCols+` FROM status_cards WHERE next_eval_at <= $1 AND archived_at IS NULL
-			ORDER BY next_eval_at, id LIMIT $2`, now, tickBatch)
+			AND ($3 = '' OR company_id::text = $3) ORDER BY next_eval_at, id LIMIT $2`, now, tickBatch, companyID)
 		if err != nil {
 			return res, fmt.Errorf("error listing due status cards: %w", err)
 		}
