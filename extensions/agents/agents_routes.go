@@ -395,6 +395,10 @@ func handleAgentCreate(a *Agents, rw http.ResponseWriter, r *http.Request) {
 		a.writeErr(rw, err)
 		return
 	}
+	if err := refuseMarkerOnCreate(body.Metadata); err != nil {
+		a.writeErr(rw, err)
+		return
+	}
 	cfg, role, err := a.newConfig(ctx, companyID, &body)
 	if err != nil {
 		a.writeErr(rw, err)
@@ -440,6 +444,10 @@ func handleAgentHire(a *Agents, rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := a.requireManageAgents(ctx, companyID); err != nil {
+		a.writeErr(rw, err)
+		return
+	}
+	if err := refuseMarkerOnCreate(body.Metadata); err != nil {
 		a.writeErr(rw, err)
 		return
 	}
@@ -561,6 +569,11 @@ func handleAgentPatch(a *Agents, rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := a.refuseAgentEscalation(ctx, ag, raw); err != nil {
+		a.writeErr(rw, err)
+		return
+	}
+	// Only the built-in agent service writes the built-in marker (agents.updateBuiltIn).
+	if err := guardMarkerPatch(ag.Cfg.Metadata, raw); err != nil {
 		a.writeErr(rw, err)
 		return
 	}

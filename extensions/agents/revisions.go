@@ -149,7 +149,8 @@ func handleRevisionRollback(a *Agents, rw http.ResponseWriter, r *http.Request) 
 	cfg.Title, cfg.Icon, cfg.Capabilities, cfg.DefaultEnvironmentID = snap.Title, snap.Icon, snap.Capabilities, snap.DefaultEnvironmentID
 	cfg.AdapterType, cfg.BudgetMonthlyCents = snap.AdapterType, snap.BudgetMonthlyCents
 	cfg.AdapterConfig, cfg.RuntimeConfig = orEmpty(snap.AdapterConfig), orEmpty(snap.RuntimeConfig)
-	cfg.Metadata = orEmpty(snap.Metadata)
+	// The built-in marker is the built-in agent service's: a rollback keeps the current one.
+	cfg.Metadata = withMarker(orEmpty(snap.Metadata), markerOf(ag.Cfg.Metadata))
 	cfg.DesiredSkills = mustJSON(normalizeSkills(snap.DesiredSkills))
 	// A manager that has since been terminated, left the company or become a report is dropped.
 	cfg.ReportsTo = nil
