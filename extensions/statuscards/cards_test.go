@@ -105,6 +105,38 @@ func TestStatusCards(t *testing.T) {
 	t.Run("ActiveHoursAcrossMidnight", func(t *testing.T) { t.Parallel(); testActiveHoursAcrossMidnight(t, h) })
 	t.Run("DailyTokenCap", func(t *testing.T) { t.Parallel(); testDailyTokenCap(t, h) })
 
+	t.Run("BuiltInSummarizer", func(t *testing.T) {
+		t.Parallel()
+		res := h.Do("PATCH", "/api/instance/settings/experimental", map[string]any{"enableBuiltInAgents": true})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		waitStatus(t, h, "builtinagents", "ready")
+		co := h.CreateCompany("Built In Co")
+		launch := ok(t, h.Do("POST", "/api/companies/"+co+"/issues", map[string]any{"title": "Launch party"}), http.StatusCreated)
+		prov := ok(t, h.Do("POST", "/api/companies/"+co+"/built-in-agents/summarizer/provision", map[string]any{
+			"adapterType": "process", "adapterConfig": map[string]any{"command": "/bin/sh", "args": []string{"-c", summarizerScript},
+				"timeoutSec": 60}}), http.StatusOK)
+		agentID := prov["agent"].(map[string]any)["id"].(string)
+
+		card := ok(t, h.Do("POST", "/api/companies/"+co+"/status-cards", map[string]any{"interestPrompt": "Is the launch on?"}),
+			http.StatusCreated)
+		require.Equal(t, "compiling", card["state"])
+		require.Nil(t, card["agentId"], "the built-in summarizer, no override")
+		id := card["id"].(string)
+		var got map[string]any
+		sdktest.WaitFor(t, 90*time.Second, func() bool {
+			got = ok(t, h.Do("GET", "/api/status-cards/"+id, nil), http.StatusOK)
+			return got["state"] == "active"
+		}, "the built-in summarizer to compile and summarize the card")
+		require.Equal(t, agentID, got["queryCompiledByAgentId"])
+		require.Contains(t, got["fingerprint"].(map[string]any), launch["id"])
+
+		// A paused summarizer still takes the work, with the warning.
+		ok(t, h.Do("POST", "/api/agents/"+agentID+"/pause", map[string]any{}), http.StatusOK)
+		res = h.Do("POST", "/api/status-cards/"+id+"/recompile", nil)
+		require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
+		require.Equal(t, "built_in_agent_paused", res.Map(t)["card"].(map[string]any)["warning"])
+	})
+
 	t.Run("SummarizerNotConfigured", func(t *testing.T) {
 		t.Parallel()
 		co := h.CreateCompany("No Summarizer Co")

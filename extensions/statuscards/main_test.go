@@ -13,7 +13,9 @@ import (
 
 	_ "github.com/keelhq/keel/adapters/process"
 	_ "github.com/keelhq/keel/extensions/agents"
+	_ "github.com/keelhq/keel/extensions/builtinagents"
 	_ "github.com/keelhq/keel/extensions/costs"
+	_ "github.com/keelhq/keel/extensions/routines"
 	"github.com/keelhq/keel/extensions/statuscards"
 	_ "github.com/keelhq/keel/extensions/work"
 	"github.com/keelhq/keel/sdk"
@@ -34,7 +36,7 @@ func TestMain(m *testing.M) {
 func startHost(t testing.TB, on bool) *sdktest.Host {
 	t.Helper()
 	h := sdktest.Start(t, sdktest.Options{Builtins: true})
-	for _, key := range []string{"work", "agents", "costs"} {
+	for _, key := range []string{"work", "agents", "costs", "routines"} {
 		waitStatus(t, h, key, "ready")
 	}
 	if on {
