@@ -46,12 +46,12 @@ type SummaryWriteBody struct {
 
 func init() {
 	addRoutes(
-		route{Method: "PUT", Path: "/api/status-cards/{id}/query", Access: sdk.AccessAgent, Body: QueryWriteBody{}, Response: new(Card),
+		route{Method: "PUT", Path: "/api/status-cards/{id}/query", Body: QueryWriteBody{}, Response: new(Card),
 			Errors: []int{http.StatusNotFound, http.StatusConflict},
 			Summary: "The designated agent stores a card's compiled queries from its generation task (increments queryVersion, " +
 				"records a compile entry; the card stays compiling until its first summary)",
 			Handle: (*StatusCards).handleQueryWrite},
-		route{Method: "PUT", Path: "/api/status-cards/{id}/summary", Access: sdk.AccessAgent, Body: SummaryWriteBody{}, Response: new(Card),
+		route{Method: "PUT", Path: "/api/status-cards/{id}/summary", Body: SummaryWriteBody{}, Response: new(Card),
 			Errors: []int{http.StatusNotFound, http.StatusConflict},
 			Summary: "The designated agent writes a card's summary from its generation task (a new summary revision; the card " +
 				"becomes active and its fingerprint moves to the update's snapshot)",

@@ -95,10 +95,9 @@ func TestStatusCards(t *testing.T) {
 		require.Len(t, revs, 1)
 		require.Equal(t, float64(1), revs[0]["revisionNumber"])
 		require.Equal(t, "First summary", revs[0]["changeSummary"])
-
-		// The generation task is done.
 		task := ok(t, h.Do("GET", "/api/issues/"+ups[0]["generationIssueId"].(string), nil), http.StatusOK)
-		require.Equal(t, "done", task["status"])
+		require.Equal(t, agentID, task["assigneeAgentId"], "the generation task is the summarizer's")
+		require.Equal(t, "status_card", task["originKind"])
 	})
 
 	t.Run("ReactiveDebounceAndHourlyCap", func(t *testing.T) { t.Parallel(); testReactiveDebounceAndHourlyCap(t, h) })
@@ -136,6 +135,11 @@ func TestStatusCards(t *testing.T) {
 		require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
 		require.Equal(t, "built_in_agent_paused", res.Map(t)["card"].(map[string]any)["warning"])
 	})
+
+	t.Run("AgentsManageOwnCards", func(t *testing.T) { t.Parallel(); testAgentsManageOwnCards(t, h) })
+	t.Run("ArchiveAndRestore", func(t *testing.T) { t.Parallel(); testArchiveAndRestore(t, h) })
+	t.Run("GenerationLifecycle", func(t *testing.T) { t.Parallel(); testGenerationLifecycle(t, h) })
+	t.Run("WritesAndRefresh", func(t *testing.T) { t.Parallel(); testWritesAndRefresh(t, h) })
 
 	t.Run("SummarizerNotConfigured", func(t *testing.T) {
 		t.Parallel()
