@@ -62,12 +62,19 @@ func (s *issueStore) IssueFingerprintsList(ctx context.Context, p *IssueFingerpr
 	if idents == nil {
 		idents = []string{}
 	}
-	err := s.db.NewRaw(`SELECT i.id, i.identifier, i.title, i.status, i.assignee_agent_id, i.assignee_user_id, i.updated_at,
-			(SELECT max(c.created_at) FROM issue_comments c WHERE c.issue_id = i.id AND c.author_type = 'user'
-				AND c.deleted_at IS NULL) AS latest_human_comment_at
-		FROM issues i WHERE i.company_id = ? AND i.hidden_at IS NULL
-			AND (i.id = ANY(?::uuid[]) OR upper(i.identifier) = ANY(?::text[])) AND i.origin_kind <> ?
-		ORDER BY i.id`, p.CompanyID, pgdialect.Array(ids), pgdialect.Array(idents), p.ExcludeOriginKind).Scan(ctx, &out)
+	// Ids and identifiers each take their own index; the latest human comment is one index
+	// probe per issue.
+	err := s.db.NewRaw(`WITH wanted AS (
+			SELECT id FROM issues WHERE company_id = ? AND id = ANY(?::uuid[])
+			UNION
+			SELECT id FROM issues WHERE upper(identifier) = ANY(?::text[]) AND company_id = ?)
+		SELECT i.id, i.identifier, i.title, i.status, i.assignee_agent_id, i.assignee_user_id, i.updated_at,
+			lc.at AS latest_human_comment_at
+		FROM wanted w JOIN issues i ON i.id = w.id
+		LEFT JOIN LATERAL (SELECT c.created_at AS at FROM issue_comments c WHERE c.issue_id = i.id AND c.author_type = 'user'
+			AND c.deleted_at IS NULL ORDER BY c.created_at DESC LIMIT 1) lc ON true
+		WHERE i.hidden_at IS NULL AND i.origin_kind <> ?
+		ORDER BY i.id`, p.CompanyID, pgdialect.Array(ids), pgdialect.Array(idents), p.CompanyID, p.ExcludeOriginKind).Scan(ctx, &out)
 	if err != nil {
 		return nil, fmt.Errorf("error reading issue fingerprints: %w", err)
 	}
