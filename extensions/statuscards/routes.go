@@ -207,6 +207,10 @@ func (x *StatusCards) handleCreate(rw http.ResponseWriter, r *http.Request) {
 }
 
 func (x *StatusCards) create(ctx context.Context, companyID string, r *http.Request) (*Card, error) {
+	// Who may create comes first: a viewer or an outsider learns nothing from validation.
+	if err := x.authorizeCreate(ctx, companyID); err != nil {
+		return nil, err
+	}
 	var body CardCreateBody
 	if err := sdk.DecodeJSON(r, &body); err != nil {
 		return nil, err
@@ -225,9 +229,6 @@ func (x *StatusCards) create(ctx context.Context, companyID string, r *http.Requ
 	}
 	if len(d) > 0 {
 		return nil, sdk.ValidationError(d...)
-	}
-	if err := x.authorizeCreate(ctx, companyID); err != nil {
-		return nil, err
 	}
 	a := sdk.ActorFrom(ctx)
 	c := &Card{ID: newID(), CompanyID: companyID, Title: title, TitlePinned: body.TitlePinned != nil && *body.TitlePinned,
