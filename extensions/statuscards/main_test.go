@@ -3,6 +3,7 @@ package statuscards_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"testing"
@@ -184,31 +185,43 @@ type tickResult struct {
 	} `json:"evaluated"`
 }
 
-// tick evaluates due cards at now through statuscards.tick, as the kernel would, and returns
-// the outcome for one card ("" when it was not due).
-func tick(t testing.TB, h *sdktest.Host, now time.Time, cardID string) string {
-	t.Helper()
-	return tickIn(t, h, now, "", cardID)
-}
-
-// tickIn is tick for one company's cards only (tests sharing a host tick their own).
+// tickIn evaluates one company's due cards at now through statuscards.tick, as the kernel
+// would, and returns the outcome for one card ("" when it was not due). Tests sharing a
+// host tick their own company only.
 func tickIn(t testing.TB, h *sdktest.Host, now time.Time, companyID, cardID string) string {
 	t.Helper()
-	in, err := json.Marshal(map[string]string{"now": now.UTC().Format(time.RFC3339Nano), "companyId": companyID})
+	out, err := tickRaw(h, now, companyID, cardID)
 	require.NoError(t, err)
+	return out
+}
+
+// tickRaw is tickIn answering an error instead of failing the test (for goroutines).
+func tickRaw(h *sdktest.Host, now time.Time, companyID, cardID string) (string, error) {
+	in, err := json.Marshal(map[string]string{"now": now.UTC().Format(time.RFC3339Nano), "companyId": companyID})
+	if err != nil {
+		return "", err
+	}
 	res, err := h.Supervisor.Invoke(context.Background(), "kernel", &hostv1.InvokeRequest{
 		Method: "statuscards.tick", InputJson: in, Actor: sdk.SystemActor()})
-	require.NoError(t, err)
-	require.Nil(t, res.Error, "statuscards.tick: %v", res.Error)
+	if err != nil {
+		return "", err
+	}
+	if res.Error != nil {
+		return "", fmt.Errorf("statuscards.tick: %v", res.Error)
+	}
 	var out tickResult
-	require.NoError(t, json.Unmarshal(res.OutputJson, &out))
+	if err := json.Unmarshal(res.OutputJson, &out); err != nil {
+		return "", err
+	}
 	for _, e := range out.Evaluated {
 		if e.CardID == cardID {
-			require.Empty(t, e.Error)
-			return e.Outcome
+			if e.Error != "" {
+				return "", fmt.Errorf("evaluating card %s: %s", cardID, e.Error)
+			}
+			return e.Outcome, nil
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // ok requires a status and decodes an object.

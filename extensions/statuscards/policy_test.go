@@ -177,3 +177,39 @@ func (f *fixture) tickWhenDue(t *testing.T, id string) string {
 	t.Fatalf("card %s was never due", id)
 	return ""
 }
+
+// testConcurrentTicksGenerateOnce: two schedulers evaluating the same due card at the same
+// instant (two nodes) queue its update once.
+func testConcurrentTicksGenerateOnce(t *testing.T, h *sdktest.Host) {
+	f := newFixture(t, h, "Two Nodes Co")
+	id := f.activeCard(t, map[string]any{"mode": "interval", "intervalMinutes": 5})
+	f.issue(t, map[string]any{"title": "A change"})
+	at := f.nextEvalAt(t, id).Add(time.Second)
+	type result struct {
+		out string
+		err error
+	}
+	outs := make(chan result, 4)
+	for range 4 {
+		go func() {
+			out, err := tickRaw(h, at, f.co, id)
+			outs <- result{out, err}
+		}()
+	}
+	enqueued := 0
+	for range 4 {
+		r := <-outs
+		require.NoError(t, r.err)
+		if r.out == "enqueued" {
+			enqueued++
+		}
+	}
+	require.Equal(t, 1, enqueued)
+	running := 0
+	for _, u := range f.updates(t, id) {
+		if u["status"] == "running" {
+			running++
+		}
+	}
+	require.Equal(t, 1, running, "one update in flight")
+}
