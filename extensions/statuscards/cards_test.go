@@ -103,6 +103,7 @@ func TestStatusCards(t *testing.T) {
 	t.Run("ReactiveDebounceAndHourlyCap", func(t *testing.T) { t.Parallel(); testReactiveDebounceAndHourlyCap(t, h) })
 	t.Run("ActiveHoursAcrossMidnight", func(t *testing.T) { t.Parallel(); testActiveHoursAcrossMidnight(t, h) })
 	t.Run("DailyTokenCap", func(t *testing.T) { t.Parallel(); testDailyTokenCap(t, h) })
+	t.Run("TriggerBooleans", func(t *testing.T) { t.Parallel(); testTriggerBooleans(t, h) })
 	t.Run("ConcurrentTicksGenerateOnce", func(t *testing.T) { t.Parallel(); testConcurrentTicksGenerateOnce(t, h) })
 
 	t.Run("BuiltInSummarizer", func(t *testing.T) {

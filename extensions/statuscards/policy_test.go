@@ -213,3 +213,26 @@ func testConcurrentTicksGenerateOnce(t *testing.T, h *sdktest.Host) {
 	}
 	require.Equal(t, 1, running, "one update in flight")
 }
+
+// testTriggerBooleans: a reactive card whose triggers leave out status transitions lets a
+// status change pass and updates for a new issue.
+func testTriggerBooleans(t *testing.T, h *sdktest.Host) {
+	f := newFixture(t, h, "Triggers Co")
+	watched := f.issue(t, map[string]any{"title": "Watched"})["id"].(string)
+	id := f.activeCard(t, map[string]any{"mode": "reactive", "debounceSeconds": 30,
+		"triggers": map[string]any{"statusTransitions": false}})
+	at := time.Now().UTC()
+	f.setStatus(t, watched, "todo")
+	f.waitDirty(t, id, at, 30*time.Second)
+	require.Equal(t, "no_changes", f.tickWhenDue(t, id))
+	require.Equal(t, float64(0), f.card(t, id)["pendingChangeCount"])
+	at = time.Now().UTC()
+	f.issue(t, map[string]any{"title": "Newcomer"})
+	f.waitDirty(t, id, at, 30*time.Second)
+	require.Equal(t, "enqueued", f.tickWhenDue(t, id))
+	kinds := map[string]bool{}
+	for _, c := range f.updates(t, id)[0]["changes"].([]any) {
+		kinds[c.(map[string]any)["changeKind"].(string)] = true
+	}
+	require.Equal(t, map[string]bool{"new": true, "status": true}, kinds, "the update carries every change")
+}
