@@ -131,6 +131,17 @@ func (x *BuiltInAgents) writeErr(rw http.ResponseWriter, err error) {
 	sdk.WriteErr(rw, err)
 }
 
+// callErr returns the API error another owner answered as it is (its status, text and code
+// reach the caller; sdk.WriteErr does not unwrap), and wraps any other failure with what the
+// extension was doing.
+func callErr(err error, format string, args ...any) error {
+	var e *sdk.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
 var (
 	_ sdk.Configurer     = (*BuiltInAgents)(nil)
 	_ sdk.HTTPProvider   = (*BuiltInAgents)(nil)

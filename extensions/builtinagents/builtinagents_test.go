@@ -355,6 +355,19 @@ func TestBuiltInAgents(t *testing.T) {
 		require.Equal(t, "ready", again.State)
 	})
 
+	t.Run("NameTaken", func(t *testing.T) {
+		t.Parallel()
+		co := company(t, h, "Taken Co", false)
+		ok(t, h.Do("POST", "/api/companies/"+co+"/agents", map[string]any{"name": "Briefs Agent"}), http.StatusCreated)
+		// The kernel gives a new agent a free name; a reset to the taken one is the agents
+		// owner's 409, passed on as it is.
+		b := provision(t, h, co, "briefs", nil, http.StatusOK)
+		require.Equal(t, "Briefs Agent 2", b.Agent.Name)
+		res := h.Do("POST", path(co, "/briefs/reset"), map[string]any{"resources": []string{"agent"}})
+		require.Equal(t, http.StatusConflict, res.Status, "%s", res.Body)
+		require.Equal(t, "Agent name already in use", res.Map(t)["error"])
+	})
+
 	t.Run("NeedsAgentsCreate", func(t *testing.T) {
 		t.Parallel()
 		co := company(t, h, "Perm Co", false)

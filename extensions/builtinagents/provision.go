@@ -114,7 +114,7 @@ func (x *BuiltInAgents) createAgent(ctx context.Context, companyID string, d *bu
 	}
 	ag := new(agent)
 	if err := x.host.Call(ctx, "agents.createBuiltIn", sdk.ActorFrom(ctx), companyID, body, ag); err != nil {
-		return nil, fmt.Errorf("error creating built-in agent %s: %w", d.Key, err)
+		return nil, callErr(err, "error creating built-in agent %s", d.Key)
 	}
 	return ag, nil
 }
@@ -124,7 +124,7 @@ func (x *BuiltInAgents) updateAgent(ctx context.Context, ag *agent, patch map[st
 	out := new(agent)
 	if err := x.host.Call(ctx, "agents.updateBuiltIn", sdk.ActorFrom(ctx), ag.CompanyID,
 		map[string]any{"agentId": ag.ID, "patch": patch}, out); err != nil {
-		return nil, fmt.Errorf("error updating built-in agent %s: %w", ag.ID, err)
+		return nil, callErr(err, "error updating built-in agent %s", ag.ID)
 	}
 	return out, nil
 }
@@ -181,7 +181,7 @@ func (x *BuiltInAgents) provisionNew(ctx context.Context, r *row, d *builtins.De
 			if sdk.IsMethodNotProvided(err) {
 				return nil, sdk.NewError(http.StatusServiceUnavailable, "Approvals are not available")
 			}
-			return nil, fmt.Errorf("error requesting approval of built-in agent %s: %w", d.Key, err)
+			return nil, callErr(err, "error requesting approval of built-in agent %s", d.Key)
 		}
 		r.ApprovalID = &ap.ID
 		res.accepted = true

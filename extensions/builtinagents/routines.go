@@ -29,7 +29,7 @@ func (x *BuiltInAgents) routinesRoute(ctx context.Context, companyID, method, pa
 		if sdk.IsMethodNotProvided(err) {
 			return sdk.NewError(http.StatusServiceUnavailable, "Routines are not available")
 		}
-		return fmt.Errorf("error calling routines %s %s: %w", method, path, err)
+		return callErr(err, "error calling routines %s %s", method, path)
 	}
 	if ans.Status >= 400 {
 		var e struct {

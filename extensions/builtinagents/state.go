@@ -199,7 +199,7 @@ func (x *BuiltInAgents) readAgent(ctx context.Context, companyID string, agentID
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("error reading built-in agent %s: %w", *agentID, err)
+		return nil, callErr(err, "error reading built-in agent %s", *agentID)
 	}
 	if ag.Status == agentTerminated {
 		return nil, nil
@@ -211,7 +211,7 @@ func (x *BuiltInAgents) readAgent(ctx context.Context, companyID string, agentID
 func (x *BuiltInAgents) markedAgents(ctx context.Context, companyID string) ([]*agent, error) {
 	var list []*agent
 	if err := x.host.Call(ctx, "agents.list", sdk.SystemActor(), companyID, map[string]any{"companyId": companyID}, &list); err != nil {
-		return nil, fmt.Errorf("error listing the agents of company %s: %w", companyID, err)
+		return nil, callErr(err, "error listing the agents of company %s", companyID)
 	}
 	out := []*agent{}
 	for _, ag := range list {
