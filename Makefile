@@ -50,7 +50,8 @@ vet:
 # cost events ingested per second, dashboard reads per second, case list times with filters
 # in a company of 100 cases against one of 50,000, the p50 of a 200 KB case document PUT,
 # deciding a decision with ten effects (p50/p99), the decision list in a company of 100
-# decisions against one of 100,000, and, for a plugin upgraded under a steady load of reads
+# decisions against one of 100,000, status-card change detection for a card watching 5,000
+# issues (p50/p99), and, for a plugin upgraded under a steady load of reads
 # (BenchmarkUpgradeUnderLoad), the requests served during the upgrade, the failed ones and the
 # longest request.
 bench: deps build
@@ -65,6 +66,7 @@ bench: deps build
 	$(GO) test -run '^$$' -bench 'CaseList|CaseDocumentPut' -benchtime 200x -timeout 20m ./extensions/cases/
 	$(GO) test -run '^$$' -bench DecideTenEffects -benchtime 1x -timeout 20m ./extensions/decisions/
 	$(GO) test -run '^$$' -bench DecisionList -benchtime 200x -timeout 20m ./extensions/decisions/
+	$(GO) test -run '^$$' -bench ChangeDetection -benchtime 50x -timeout 20m ./extensions/statuscards/
 
 # proto regenerates the protocol code and the manifest JSON Schema (needs protoc and the
 # protoc-gen-go/-go-grpc generators; the generated files are committed).

@@ -22,5 +22,6 @@ import (
 	_ "github.com/keelhq/keel/extensions/routines"      // routines, triggers, webhooks, scheduled runs
 	_ "github.com/keelhq/keel/extensions/secrets"       // company secrets
 	_ "github.com/keelhq/keel/extensions/skills"        // company skills, imports, the skill catalog
+	_ "github.com/keelhq/keel/extensions/statuscards"   // status cards, compiles, refreshes, update ledger
 	_ "github.com/keelhq/keel/extensions/work"          // issues, projects, goals, approvals, search
 )
