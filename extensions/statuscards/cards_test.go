@@ -147,8 +147,8 @@ func TestStatusCards(t *testing.T) {
 		t.Parallel()
 		co := h.CreateCompany("No Summarizer Co")
 		m := wantErr(t, h.Do("POST", "/api/companies/"+co+"/status-cards", map[string]any{"interestPrompt": "Anything?"}),
-			http.StatusPreconditionFailed, "Summarizer built-in agent is not configured")
-		require.Equal(t, "built_in_agent_not_configured", m["code"])
+			http.StatusUnprocessableEntity, "Summarizer built-in agent is not configured")
+		require.Equal(t, "summarizer_not_configured", m["code"])
 		require.Empty(t, list(t, h.Do("GET", "/api/companies/"+co+"/status-cards", nil)), "nothing was created")
 	})
 

@@ -48,7 +48,7 @@ const (
 
 // Codes of the built-in agent answers (spec part 2 "Built-in agents").
 const (
-	codeNotConfigured = "built_in_agent_not_configured"
+	codeNotConfigured = "summarizer_not_configured"
 	warningPaused     = "built_in_agent_paused"
 )
 

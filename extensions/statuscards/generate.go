@@ -35,8 +35,9 @@ type resolved struct {
 
 // designatedAgent returns the agent that compiles and summarizes a card: its agentId
 // override, or the built-in summarizer. A summarizer that is missing or not configured is
-// 412 built_in_agent_not_configured; a paused one answers with the built_in_agent_paused
-// warning.
+// spec part 1's 422 summarizer_not_configured (status cards speak for themselves there,
+// over part 2's general 412 for features that need a built-in); a paused one answers with
+// the built_in_agent_paused warning.
 func (x *StatusCards) designatedAgent(ctx context.Context, c *Card) (string, string, error) {
 	if c.AgentID != nil {
 		return *c.AgentID, "", nil
@@ -51,7 +52,7 @@ func (x *StatusCards) designatedAgent(ctx context.Context, c *Card) (string, str
 		if err == nil {
 			status["state"], status["paused"] = r.State, r.Paused
 		}
-		return "", "", &sdk.Error{Status: http.StatusPreconditionFailed, Message: msgSummarizerMissing, Code: codeNotConfigured,
+		return "", "", &sdk.Error{Status: http.StatusUnprocessableEntity, Message: msgSummarizerMissing, Code: codeNotConfigured,
 			Details: map[string]any{"builtInAgent": status}}
 	}
 	if r.Paused {
