@@ -130,6 +130,8 @@ type Kernel struct {
 
 	events     EventPublisher
 	extensions ExtensionDirectory
+	// methods calls extension-provided methods (method_caller.go).
+	methods MethodCaller
 	manager    ExtensionManager
 	bundled    BundledCatalog
 	runs       runChecks
