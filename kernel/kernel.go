@@ -187,6 +187,10 @@ func New(ctx context.Context, dsn string, cfg Config) (*Kernel, error) {
 		k.Close()
 		return nil, err
 	}
+	if err := k.announceBoardClaim(ctx); err != nil {
+		k.Close()
+		return nil, err
+	}
 	if err := k.registerRoutes(); err != nil {
 		k.Close()
 		return nil, err
