@@ -292,9 +292,8 @@ func (t *RouteTable) Match(method, path string) (*RouteMatch, bool) {
 	s := t.snap.Load()
 	segs := splitPath(path)
 	if n := s.root[method]; n != nil {
-		params := map[string]string{}
-		if r := matchNode(n, segs, params); r != nil {
-			return &RouteMatch{Route: r, Params: params}, true
+		if r := matchNode(n, segs, map[string]string{}); r != nil {
+			return &RouteMatch{Route: r, Params: routeParams(r, segs)}, true
 		}
 	}
 	for m, n := range s.root {
@@ -306,6 +305,19 @@ func (t *RouteTable) Match(method, path string) (*RouteMatch, bool) {
 		}
 	}
 	return nil, false
+}
+
+// routeParams names the path's parameter segments by the matched route's own pattern: two
+// routes may name the parameter at one position differently ("/api/invites/{inviteId}/revoke"
+// and "/api/invites/{token}/accept"), and the tree node keeps only one of the names.
+func routeParams(r *Route, segs []string) map[string]string {
+	params := make(map[string]string, 2)
+	for i, seg := range r.segments {
+		if isParam(seg) && i < len(segs) {
+			params[seg[1:len(seg)-1]] = segs[i]
+		}
+	}
+	return params
 }
 
 func matchNode(n *routeNode, segs []string, params map[string]string) *Route {
