@@ -132,9 +132,9 @@ type Kernel struct {
 	extensions ExtensionDirectory
 	// methods calls extension-provided methods (method_caller.go).
 	methods MethodCaller
-	manager    ExtensionManager
-	bundled    BundledCatalog
-	runs       runChecks
+	manager ExtensionManager
+	bundled BundledCatalog
+	runs    runChecks
 	// pluginRuntime is the host side of the plugin feature routes (plugin_features.go).
 	pluginRuntime PluginRuntime
 	// pluginSweep is when old webhook deliveries and job runs were last deleted (unix nanoseconds).
