@@ -223,9 +223,18 @@ func (k *Kernel) createJoinedAgent(ctx context.Context, a *Actor, jr *JoinReques
 	if name == "" && jr.AgentName != nil {
 		name = *jr.AgentName
 	}
+	// The role comes from the approver, else from the invite's defaults: never from what the
+	// joining agent asked for, since a role carries implicit grants (a ceo's).
 	role := strings.TrimSpace(req.Role)
-	if role == "" && defaults["role"] != nil {
-		_ = json.Unmarshal(defaults["role"], &role)
+	if role == "" && jr.InviteID != nil {
+		var inviteRole *string
+		err := k.Pool.QueryRow(ctx, `SELECT defaults_payload->>'role' FROM kernel.invites WHERE id = $1`, *jr.InviteID).Scan(&inviteRole)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return "", fmt.Errorf("error reading invite defaults: %w", err)
+		}
+		if inviteRole != nil {
+			role = *inviteRole
+		}
 	}
 	in := map[string]any{"companyId": jr.CompanyID, "name": name, "capabilities": jr.Capabilities,
 		"metadata": map[string]any{"joinRequestId": jr.ID, "inviteId": jr.InviteID}}

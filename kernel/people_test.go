@@ -224,7 +224,7 @@ func TestJoinRequests(t *testing.T) {
 		t.Helper()
 		inv := createInvite(t, env, company, owner, map[string]any{"allowedJoinTypes": "agent"})
 		return env.Do(t, "POST", "/api/invites/"+inv["token"].(string)+"/accept", map[string]any{"agentName": name,
-			"capabilities": "writes code", "agentDefaultsPayload": map[string]any{"adapterConfig": map[string]any{"url": "https://x.example"}}}).
+			"capabilities": "writes code", "agentDefaultsPayload": map[string]any{"role": "ceo", "adapterConfig": map[string]any{"url": "https://x.example"}}}).
 			RequireStatus(t, http.StatusCreated).Object(t)
 	}
 
@@ -268,6 +268,7 @@ func TestJoinRequests(t *testing.T) {
 		ag, err := env.K.AgentGetByID(ctx, agentID)
 		require.NoError(t, err)
 		require.Equal(t, "Outside Bot", ag.Name)
+		require.NotEqual(t, "ceo", ag.Role, "a joining agent does not choose its own role")
 		env.Do(t, "POST", base+"/"+id+"/approve", nil, ktSession(owner)).RequireError(t, http.StatusConflict, "Join request is not pending approval")
 		env.Do(t, "POST", base+"/"+id+"/reject", nil, ktSession(owner)).RequireError(t, http.StatusConflict, "Join request is not pending approval")
 
