@@ -216,7 +216,11 @@ func (e *inviteCreateEndpoint) Meta() *EndpointMeta {
 }
 
 func (e *inviteCreateEndpoint) Execute(ctx context.Context, req *inviteCreateRequest) (*InviteCreated, error) {
-	k := e.k
+	return e.k.inviteCreate(ctx, req)
+}
+
+// inviteCreate validates and stores an invite for the request's actor.
+func (k *Kernel) inviteCreate(ctx context.Context, req *inviteCreateRequest) (*InviteCreated, error) {
 	a := ActorFrom(ctx)
 	var d detailList
 	joinTypes := strings.TrimSpace(req.AllowedJoinTypes)
@@ -694,6 +698,44 @@ func (k *Kernel) acceptAgent(ctx context.Context, req *inviteAcceptRequest, inv 
 			"to claimApiKeyUrl to receive your API key (once). Until then that call answers 409 with code join_request_pending."}, nil
 }
 
+// InvitePrompt is an agent invite with the prompt to paste into an agent (an OpenClaw-style
+// assistant, say) so that it joins on its own.
+type InvitePrompt struct {
+	InviteCreated
+	Prompt string `json:"prompt"`
+}
+
+type invitePromptEndpoint struct{ k *Kernel }
+
+func (e *invitePromptEndpoint) Meta() *EndpointMeta {
+	return &EndpointMeta{Pattern: "POST /api/companies/{companyId}/openclaw/invite-prompt", Status: http.StatusCreated, Access: AccessBoard,
+		CompanyFrom: CompanyFromPath, Permission: "users:invite",
+		Summary: "Create an agent invite and the prompt that tells an outside agent how to join with it"}
+}
+
+func (e *invitePromptEndpoint) Execute(ctx context.Context, req *inviteCreateRequest) (*InvitePrompt, error) {
+	req.AllowedJoinTypes = JoinTypeAgent
+	inv, err := e.k.inviteCreate(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	co, err := e.k.CompanyGetByID(ctx, req.CompanyID)
+	if err != nil {
+		return nil, err
+	}
+	name := "the company"
+	if co != nil {
+		name = co.Name
+	}
+	prompt := fmt.Sprintf("You are invited to join %s as an agent on its keel control plane. Fetch %s and follow its steps "+
+		"exactly: accept the invite once, keep the claim secret it returns, and claim your API key once a board member "+
+		"has approved you. The invite expires at %s.", name, inv.OnboardingTextURL, inv.ExpiresAt.Format(time.RFC3339))
+	if inv.AgentMessage != nil && strings.TrimSpace(*inv.AgentMessage) != "" {
+		prompt += "\n\nMessage from " + name + ": " + strings.TrimSpace(*inv.AgentMessage)
+	}
+	return &InvitePrompt{InviteCreated: *inv, Prompt: prompt}, nil
+}
+
 func (k *Kernel) inviteRoutes() []*Route {
 	return []*Route{
 		Mount[inviteCreateRequest, InviteCreated](&inviteCreateEndpoint{k}),
@@ -701,5 +743,6 @@ func (k *Kernel) inviteRoutes() []*Route {
 		Mount[inviteRevokeRequest, Invite](&inviteRevokeEndpoint{k}),
 		Mount[inviteTokenRequest, InviteSummary](&inviteGetEndpoint{k}),
 		Mount[inviteAcceptRequest, JoinRequestAccepted](&inviteAcceptEndpoint{k}),
+		Mount[inviteCreateRequest, InvitePrompt](&invitePromptEndpoint{k}),
 	}
 }

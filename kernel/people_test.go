@@ -186,6 +186,21 @@ func TestInvites(t *testing.T) {
 		env.Do(t, "POST", "/api/invites/"+expired["id"].(string)+"/revoke", nil, ktSession(stranger)).RequireStatus(t, http.StatusForbidden)
 	})
 
+	t.Run("InvitePrompt", func(t *testing.T) {
+		t.Parallel()
+		res := env.Do(t, "POST", "/api/companies/"+company+"/openclaw/invite-prompt", map[string]any{"allowedJoinTypes": "human", "agentMessage": "Be kind"},
+			ktSession(owner)).RequireStatus(t, http.StatusCreated).Object(t)
+		require.Equal(t, "agent", res["allowedJoinTypes"], "the prompt is for an agent")
+		prompt := res["prompt"].(string)
+		require.Contains(t, prompt, res["onboardingTextUrl"].(string))
+		require.Contains(t, prompt, "People Co")
+		require.Contains(t, prompt, "Be kind")
+		env.Do(t, "GET", "/api/invites/"+res["token"].(string), nil).RequireStatus(t, http.StatusOK)
+		viewerID, viewer := env.User(t, "Prompt Viewer", false)
+		require.NoError(t, env.K.MembershipEnsure(ctx, company, "user", viewerID, "viewer"))
+		env.Do(t, "POST", "/api/companies/"+company+"/openclaw/invite-prompt", nil, ktSession(viewer)).RequireStatus(t, http.StatusForbidden)
+	})
+
 	t.Run("OnboardingDocuments", func(t *testing.T) {
 		t.Parallel()
 		inv := createInvite(t, env, company, owner, map[string]any{"allowedJoinTypes": "agent", "agentMessage": "Welcome, bots"})
