@@ -275,6 +275,8 @@ func TestJoinRequests(t *testing.T) {
 		require.NoError(t, env.K.MembershipEnsure(ctx, company, "user", opID, "operator"))
 		env.Do(t, "POST", base+"/"+id+"/approve", nil, ktSession(operator)).
 			RequireError(t, http.StatusForbidden, "Missing permission joins:approve for this company")
+		env.Do(t, "GET", base, nil, ktSession(operator)).
+			RequireError(t, http.StatusForbidden, "Missing permission joins:approve for this company")
 
 		approved := env.Do(t, "POST", base+"/"+id+"/approve", map[string]any{"note": "welcome"}, ktSession(owner)).RequireStatus(t, http.StatusOK).Object(t)
 		require.Equal(t, "approved", approved["status"])
