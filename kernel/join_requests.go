@@ -71,7 +71,7 @@ type joinRequestListEndpoint struct{ k *Kernel }
 func (e *joinRequestListEndpoint) Meta() *EndpointMeta {
 	return &EndpointMeta{Pattern: "GET /api/companies/{companyId}/join-requests", Access: AccessBoard, CompanyFrom: CompanyFromPath,
 		Permission: "joins:approve",
-		Summary: "List a company's join requests, newest first (status pending_approval, alias pending, approved, rejected; requestType human or agent)"}
+		Summary:    "List a company's join requests, newest first (status pending_approval, alias pending, approved, rejected; requestType human or agent)"}
 }
 
 func (e *joinRequestListEndpoint) Execute(ctx context.Context, req *joinRequestListRequest) (*[]*JoinRequest, error) {
