@@ -105,7 +105,6 @@ type routeSnapshot struct {
 type routeNode struct {
 	static map[string]*routeNode
 	param  *routeNode
-	name   string
 	route  *Route
 }
 
@@ -254,7 +253,7 @@ func buildSnapshot(routes []*Route) *routeSnapshot {
 		for _, seg := range r.segments {
 			if isParam(seg) {
 				if n.param == nil {
-					n.param = &routeNode{name: seg[1 : len(seg)-1]}
+					n.param = &routeNode{}
 				}
 				n = n.param
 				continue
@@ -292,7 +291,7 @@ func (t *RouteTable) Match(method, path string) (*RouteMatch, bool) {
 	s := t.snap.Load()
 	segs := splitPath(path)
 	if n := s.root[method]; n != nil {
-		if r := matchNode(n, segs, map[string]string{}); r != nil {
+		if r := matchNode(n, segs); r != nil {
 			return &RouteMatch{Route: r, Params: routeParams(r, segs)}, true
 		}
 	}
@@ -300,7 +299,7 @@ func (t *RouteTable) Match(method, path string) (*RouteMatch, bool) {
 		if m == method {
 			continue
 		}
-		if matchNode(n, segs, map[string]string{}) != nil {
+		if matchNode(n, segs) != nil {
 			return nil, true
 		}
 	}
@@ -320,20 +319,17 @@ func routeParams(r *Route, segs []string) map[string]string {
 	return params
 }
 
-func matchNode(n *routeNode, segs []string, params map[string]string) *Route {
+func matchNode(n *routeNode, segs []string) *Route {
 	if len(segs) == 0 {
 		return n.route
 	}
 	if child := n.static[segs[0]]; child != nil {
-		if r := matchNode(child, segs[1:], params); r != nil {
+		if r := matchNode(child, segs[1:]); r != nil {
 			return r
 		}
 	}
 	if n.param != nil && segs[0] != "" {
-		if r := matchNode(n.param, segs[1:], params); r != nil {
-			params[n.param.name] = segs[0]
-			return r
-		}
+		return matchNode(n.param, segs[1:])
 	}
 	return nil
 }
