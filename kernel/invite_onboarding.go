@@ -60,7 +60,7 @@ func (e *inviteLogoEndpoint) Meta() *EndpointMeta {
 var brandColorRe = regexp.MustCompile(`^#[0-9a-fA-F]{3,8}$`)
 
 func (e *inviteLogoEndpoint) Execute(ctx context.Context, req *inviteReadRequest) (*textResponse, error) {
-	inv, err := e.k.inviteByToken(ctx, e.k.Pool, req.Token, false)
+	inv, err := e.k.inviteByToken(ctx, req.Token)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +149,7 @@ func (e *inviteOnboardingTextEndpoint) Execute(ctx context.Context, req *inviteR
 }
 
 func (k *Kernel) onboardingFor(ctx context.Context, req *inviteReadRequest) (*InviteSummary, string, error) {
-	inv, err := k.inviteByToken(ctx, k.Pool, req.Token, false)
+	inv, err := k.inviteByToken(ctx, req.Token)
 	if err != nil {
 		return nil, "", err
 	}
@@ -304,7 +304,7 @@ func (e *inviteSkillIndexEndpoint) Meta() *EndpointMeta {
 }
 
 func (e *inviteSkillIndexEndpoint) Execute(ctx context.Context, req *inviteReadRequest) (*InviteSkillIndex, error) {
-	if _, err := e.k.inviteByToken(ctx, e.k.Pool, req.Token, false); err != nil {
+	if _, err := e.k.inviteByToken(ctx, req.Token); err != nil {
 		return nil, err
 	}
 	base := e.k.publicBaseURL(req.base)
@@ -330,7 +330,7 @@ func (e *inviteSkillEndpoint) Meta() *EndpointMeta {
 }
 
 func (e *inviteSkillEndpoint) Execute(ctx context.Context, req *inviteSkillRequest) (*textResponse, error) {
-	if _, err := e.k.inviteByToken(ctx, e.k.Pool, req.Token, false); err != nil {
+	if _, err := e.k.inviteByToken(ctx, req.Token); err != nil {
 		return nil, err
 	}
 	name := strings.TrimSuffix(req.SkillName, ".md")
@@ -375,7 +375,7 @@ const resolutionTimeout = 5 * time.Second
 
 func (e *testResolutionEndpoint) Execute(ctx context.Context, req *testResolutionRequest) (*ResolutionCheck, error) {
 	k := e.k
-	if _, err := k.inviteByToken(ctx, k.Pool, req.Token, false); err != nil {
+	if _, err := k.inviteByToken(ctx, req.Token); err != nil {
 		return nil, err
 	}
 	u, err := url.Parse(strings.TrimSpace(req.URL))

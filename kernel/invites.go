@@ -122,18 +122,14 @@ var errInviteNotFound = NotFound("Invite not found")
 
 // inviteByToken returns the open invite a token opens (not revoked, accepted or expired,
 // in a company that is not archived), or errInviteNotFound.
-func (k *Kernel) inviteByToken(ctx context.Context, q queryRower, token string, forUpdate bool) (*Invite, error) {
+func (k *Kernel) inviteByToken(ctx context.Context, token string) (*Invite, error) {
 	if !strings.HasPrefix(token, InviteTokenPrefix) || len(token) > 200 {
 		return nil, errInviteNotFound
 	}
-	lock := ""
-	if forUpdate {
-		lock = " FOR UPDATE OF i"
-	}
-	inv, err := scanInvite(q.QueryRow(ctx, `SELECT `+inviteColumns+` FROM kernel.invites i
+	inv, err := scanInvite(k.Pool.QueryRow(ctx, `SELECT `+inviteColumns+` FROM kernel.invites i
 		JOIN kernel.companies c ON c.id = i.company_id
 		WHERE i.token_hash = $1 AND i.revoked_at IS NULL AND i.accepted_at IS NULL AND i.expires_at > now()
-			AND c.status <> 'archived'`+lock, HashToken(token)))
+			AND c.status <> 'archived'`, HashToken(token)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errInviteNotFound
 	}
@@ -445,7 +441,7 @@ func (e *inviteGetEndpoint) Meta() *EndpointMeta {
 }
 
 func (e *inviteGetEndpoint) Execute(ctx context.Context, req *inviteTokenRequest) (*InviteSummary, error) {
-	inv, err := e.k.inviteByToken(ctx, e.k.Pool, req.Token, false)
+	inv, err := e.k.inviteByToken(ctx, req.Token)
 	if err != nil {
 		return nil, err
 	}
@@ -523,7 +519,7 @@ func (e *inviteAcceptEndpoint) Meta() *EndpointMeta {
 func (e *inviteAcceptEndpoint) Execute(ctx context.Context, req *inviteAcceptRequest) (*JoinRequestAccepted, error) {
 	k := e.k
 	a := ActorFrom(ctx)
-	inv, err := k.inviteByToken(ctx, k.Pool, req.Token, false)
+	inv, err := k.inviteByToken(ctx, req.Token)
 	if err != nil {
 		return nil, err
 	}
