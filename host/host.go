@@ -155,6 +155,7 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	h.Kernel.SetExtensionDirectory(h.Supervisor)
 	h.Kernel.SetPluginRuntime(h.Supervisor)
 	h.Kernel.SetRunDirectory(h.Supervisor)
+	h.Kernel.SetMethodCaller(h.Supervisor)
 	if err := h.Kernel.Routes.Add(h.Supervisor.AdapterRoutes()...); err != nil {
 		return nil, fmt.Errorf("error mounting the adapter registry routes: %w", err)
 	}

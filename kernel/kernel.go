@@ -130,9 +130,11 @@ type Kernel struct {
 
 	events     EventPublisher
 	extensions ExtensionDirectory
-	manager    ExtensionManager
-	bundled    BundledCatalog
-	runs       runChecks
+	// methods calls extension-provided methods (method_caller.go).
+	methods MethodCaller
+	manager ExtensionManager
+	bundled BundledCatalog
+	runs    runChecks
 	// pluginRuntime is the host side of the plugin feature routes (plugin_features.go).
 	pluginRuntime PluginRuntime
 	// pluginSweep is when old webhook deliveries and job runs were last deleted (unix nanoseconds).
@@ -182,6 +184,10 @@ func New(ctx context.Context, dsn string, cfg Config) (*Kernel, error) {
 		return nil, err
 	}
 	if err := k.bootstrap(ctx); err != nil {
+		k.Close()
+		return nil, err
+	}
+	if err := k.announceBoardClaim(ctx); err != nil {
 		k.Close()
 		return nil, err
 	}

@@ -19,6 +19,11 @@ func (k *Kernel) registerRoutes() error {
 		k.boardKeyRoutes(),
 		k.cliAuthRoutes(),
 		k.agentKeyRoutes(),
+		k.inviteRoutes(),
+		k.inviteOnboardingRoutes(),
+		k.joinRequestRoutes(),
+		k.userRoutes(),
+		k.boardClaimRoutes(),
 	} {
 		routes = append(routes, group...)
 	}

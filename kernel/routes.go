@@ -105,7 +105,6 @@ type routeSnapshot struct {
 type routeNode struct {
 	static map[string]*routeNode
 	param  *routeNode
-	name   string
 	route  *Route
 }
 
@@ -254,7 +253,7 @@ func buildSnapshot(routes []*Route) *routeSnapshot {
 		for _, seg := range r.segments {
 			if isParam(seg) {
 				if n.param == nil {
-					n.param = &routeNode{name: seg[1 : len(seg)-1]}
+					n.param = &routeNode{}
 				}
 				n = n.param
 				continue
@@ -292,36 +291,45 @@ func (t *RouteTable) Match(method, path string) (*RouteMatch, bool) {
 	s := t.snap.Load()
 	segs := splitPath(path)
 	if n := s.root[method]; n != nil {
-		params := map[string]string{}
-		if r := matchNode(n, segs, params); r != nil {
-			return &RouteMatch{Route: r, Params: params}, true
+		if r := matchNode(n, segs); r != nil {
+			return &RouteMatch{Route: r, Params: routeParams(r, segs)}, true
 		}
 	}
 	for m, n := range s.root {
 		if m == method {
 			continue
 		}
-		if matchNode(n, segs, map[string]string{}) != nil {
+		if matchNode(n, segs) != nil {
 			return nil, true
 		}
 	}
 	return nil, false
 }
 
-func matchNode(n *routeNode, segs []string, params map[string]string) *Route {
+// routeParams names the path's parameter segments by the matched route's own pattern: two
+// routes may name the parameter at one position differently ("/api/invites/{inviteId}/revoke"
+// and "/api/invites/{token}/accept"), and the tree node keeps only one of the names.
+func routeParams(r *Route, segs []string) map[string]string {
+	params := make(map[string]string, 2)
+	for i, seg := range r.segments {
+		if isParam(seg) && i < len(segs) {
+			params[seg[1:len(seg)-1]] = segs[i]
+		}
+	}
+	return params
+}
+
+func matchNode(n *routeNode, segs []string) *Route {
 	if len(segs) == 0 {
 		return n.route
 	}
 	if child := n.static[segs[0]]; child != nil {
-		if r := matchNode(child, segs[1:], params); r != nil {
+		if r := matchNode(child, segs[1:]); r != nil {
 			return r
 		}
 	}
 	if n.param != nil && segs[0] != "" {
-		if r := matchNode(n.param, segs[1:], params); r != nil {
-			params[n.param.name] = segs[0]
-			return r
-		}
+		return matchNode(n.param, segs[1:])
 	}
 	return nil
 }

@@ -32,6 +32,16 @@ func TestRouteTable(t *testing.T) {
 		require.Equal(t, "b", m.Params["p"])
 	})
 
+	t.Run("ParamsNamedByTheMatchedRoute", func(t *testing.T) {
+		t.Parallel()
+		tbl := NewRouteTable()
+		require.NoError(t, tbl.Add(route("POST", "/api/invites/{inviteId}/revoke", "k"), route("POST", "/api/invites/{token}/accept", "k")))
+		m, _ := tbl.Match("POST", "/api/invites/abc/accept")
+		require.Equal(t, map[string]string{"token": "abc"}, m.Params)
+		m, _ = tbl.Match("POST", "/api/invites/def/revoke")
+		require.Equal(t, map[string]string{"inviteId": "def"}, m.Params)
+	})
+
 	t.Run("ReportsOtherMethod", func(t *testing.T) {
 		t.Parallel()
 		tbl := NewRouteTable()
