@@ -3,6 +3,7 @@ package work_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -211,4 +212,37 @@ func TestFeedback(t *testing.T) {
 		require.Nil(t, arr[0].Payload)
 		require.Nil(t, arr[1].Payload)
 	})
+}
+
+// BenchmarkFeedbackExport exports 20,000 feedback traces with payloads as ndjson through the
+// host (seeded with one INSERT … SELECT through the superuser pool; seeding only).
+func BenchmarkFeedbackExport(b *testing.B) {
+	const n = 20000
+	h := sdktest.Start(b, sdktest.Options{Builtins: true})
+	sdktest.WaitFor(b, time.Minute, func() bool {
+		res := h.Do("GET", "/api/plugins/work", nil)
+		return res.Status == http.StatusOK && res.Map(b)["status"] == "ready"
+	}, "the work extension to be ready")
+	companyID := h.CreateCompany("Feedback Bench Co")
+	res := h.Do("POST", "/api/companies/"+companyID+"/issues", map[string]any{"title": "Bench issue"})
+	require.Equal(b, http.StatusCreated, res.Status, "%s", res.Body)
+	issueID := res.Map(b)["id"].(string)
+	_, err := h.Kernel.Pool.Exec(context.Background(), `INSERT INTO ext_work.feedback_votes
+			(id, company_id, issue_id, target_type, target_id, target_label, voter_user_id, vote, status, payload, created_at)
+		SELECT gen_random_uuid(), $1, $2, 'issue_comment', gen_random_uuid(), 'Comment on bench', 'user-' || k,
+			CASE WHEN k % 2 = 0 THEN 'up' ELSE 'down' END, CASE WHEN k % 3 = 0 THEN 'shared' ELSE 'local_only' END,
+			jsonb_build_object('comment', jsonb_build_object('body', repeat('agent output ', 40))), now() - k * interval '1 second'
+		FROM generate_series(1, $3) AS k`, companyID, issueID, n)
+	require.NoError(b, err)
+	res = h.Do("PATCH", "/api/companies/"+companyID, map[string]any{"feedbackDataSharingEnabled": true})
+	require.Equal(b, http.StatusOK, res.Status, "%s", res.Body)
+	path := "/api/companies/" + companyID + "/feedback-traces/export?includePayload=true"
+	var size int
+	for b.Loop() {
+		res := h.Do("GET", path, nil)
+		require.Equal(b, http.StatusOK, res.Status)
+		size = len(res.Body)
+	}
+	require.Equal(b, n, bytes.Count(h.Do("GET", path, nil).Body, []byte("\n")))
+	b.ReportMetric(float64(size), "bytes/export")
 }
