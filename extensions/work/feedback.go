@@ -159,8 +159,23 @@ func requireBoard(ctx context.Context) error {
 	return nil
 }
 
-// feedbackSharing reports whether the company shares feedback data.
+// feedbackSharing reports whether the company shares feedback data: the instance's general
+// setting feedbackDataSharingPreference not_allowed turns sharing off for every company;
+// otherwise the company's feedbackDataSharingEnabled decides.
 func (w *Work) feedbackSharing(ctx context.Context, companyID string) (bool, error) {
+	st, err := w.host.Settings.Get(ctx, &hostv1.GetSettingsRequest{Section: "general"})
+	if err != nil {
+		return false, fmt.Errorf("error reading the general instance settings: %w", err)
+	}
+	var general struct {
+		FeedbackDataSharingPreference string `json:"feedbackDataSharingPreference"`
+	}
+	if err := json.Unmarshal(st.GetSettingsJson(), &general); err != nil {
+		return false, fmt.Errorf("error decoding the general instance settings: %w", err)
+	}
+	if general.FeedbackDataSharingPreference == "not_allowed" {
+		return false, nil
+	}
 	res, err := w.host.Companies.Get(ctx, &hostv1.GetCompanyRequest{CompanyId: companyID})
 	if err != nil {
 		return false, fmt.Errorf("error reading company %s: %w", companyID, err)

@@ -212,6 +212,29 @@ func TestFeedback(t *testing.T) {
 		require.Nil(t, arr[0].Payload)
 		require.Nil(t, arr[1].Payload)
 	})
+
+	t.Run("InstanceNotAllowed", func(t *testing.T) {
+		// The instance's general setting not_allowed overrides a company's consent.
+		setPref := func(v string) {
+			res := h.Do("PATCH", "/api/instance/settings/general", map[string]any{"feedbackDataSharingPreference": v})
+			require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		}
+		setPref("not_allowed")
+		defer setPref("prompt")
+		res := h.Do("PATCH", "/api/companies/"+companyID, map[string]any{"feedbackDataSharingEnabled": true})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		c := h.Do("POST", "/api/issues/"+iss.ID+"/comments", map[string]any{"body": "more agent work", "authorType": "agent"}, writer.As("")...)
+		require.Equal(t, http.StatusCreated, c.Status, "%s", c.Body)
+		res = vote(map[string]any{"targetType": "issue_comment", "targetId": c.Map(t)["id"], "vote": "up"})
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		require.Equal(t, "local_only", res.Map(t)["status"])
+		res = h.Do("GET", "/api/companies/"+companyID+"/feedback-traces/export?format=json&includePayload=true&sharedOnly=true", nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		var arr []feedbackTrace
+		res.JSON(t, &arr)
+		require.Len(t, arr, 1, "the revision vote recorded under consent is still a shared trace")
+		require.Nil(t, arr[0].Payload, "but no payload leaves the instance")
+	})
 }
 
 // BenchmarkFeedbackExport exports 20,000 feedback traces with payloads as ndjson through the
