@@ -385,10 +385,13 @@ func parseTraceFilter(r *http.Request) (*traceFilter, error) {
 		dst  **time.Time
 	}{{"from", &f.from}, {"to", &f.to}} {
 		if s := qs.Get(t.name); s != "" {
-			v, err := parseISOTime(s)
+			v, dateOnly, err := parseISOTime(s)
 			if err != nil {
 				probs.add(t.name, "must be an ISO 8601 date or time")
 				continue
+			}
+			if dateOnly && t.name == "to" {
+				v = v.Add(24*time.Hour - time.Nanosecond) // a date as the end covers that whole day
 			}
 			*t.dst = &v
 		}
@@ -409,12 +412,13 @@ func parseTraceFilter(r *http.Request) (*traceFilter, error) {
 	return f, probs.err()
 }
 
-// parseISOTime parses an ISO 8601 time or a plain date (midnight UTC).
-func parseISOTime(s string) (time.Time, error) {
+// parseISOTime parses an ISO 8601 time, or a plain date (midnight UTC, dateOnly true).
+func parseISOTime(s string) (t time.Time, dateOnly bool, err error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
+		return t, false, nil
 	}
-	return time.Parse(time.DateOnly, s)
+	t, err = time.Parse(time.DateOnly, s)
+	return t, true, err
 }
 
 // queryBool parses an optional boolean query parameter (true/false/1/0; empty is false).

@@ -157,6 +157,9 @@ func TestFeedback(t *testing.T) {
 			{"fromFuture", url.Values{"from": {future}}, nil},
 			{"toPast", url.Values{"to": {past}}, nil},
 			{"window", url.Values{"from": {past}, "to": {future}, "vote": {"down"}}, []string{agentCommentID}},
+			{"dates", url.Values{"from": {time.Now().UTC().AddDate(0, 0, -1).Format(time.DateOnly)}, "to": {time.Now().UTC().Format(time.DateOnly)}, "vote": {"down"}},
+				[]string{agentCommentID}},
+			{"datesBefore", url.Values{"to": {time.Now().UTC().AddDate(0, 0, -2).Format(time.DateOnly)}}, nil},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				var got []string
