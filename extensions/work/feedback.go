@@ -74,21 +74,21 @@ type feedbackVoteBody struct {
 
 // feedbackTraceQuery documents the trace list filters.
 type feedbackTraceQuery struct {
-	TargetType     string `json:"targetType,omitempty"`
-	Vote           string `json:"vote,omitempty"`
-	Status         string `json:"status,omitempty"`
-	ProjectID      string `json:"projectId,omitempty"`
-	IssueID        string `json:"issueId,omitempty"`
-	From           string `json:"from,omitempty"`
-	To             string `json:"to,omitempty"`
-	SharedOnly     bool   `json:"sharedOnly,omitempty"`
-	IncludePayload bool   `json:"includePayload,omitempty"`
+	TargetType     string `query:"targetType" jsonschema:"enum=issue_comment,enum=issue_document_revision"`
+	Vote           string `query:"vote" jsonschema:"enum=up,enum=down"`
+	Status         string `query:"status" jsonschema:"enum=local_only,enum=shared"`
+	ProjectID      string `query:"projectId" jsonschema:"format=uuid"`
+	IssueID        string `query:"issueId" jsonschema:"format=uuid"`
+	From           string `query:"from" doc:"ISO 8601 time or date: traces voted at or after it"`
+	To             string `query:"to" doc:"ISO 8601 time or date (a date covers that whole day): traces voted at or before it"`
+	SharedOnly     bool   `query:"sharedOnly" doc:"only traces recorded with the company's consent to share (status shared)"`
+	IncludePayload bool   `query:"includePayload" doc:"add each trace's payload snapshot of its target"`
 }
 
 // feedbackExportQuery documents the export's query: the list's filters and the format.
 type feedbackExportQuery struct {
 	feedbackTraceQuery
-	Format string `json:"format,omitempty"`
+	Format string `query:"format" jsonschema:"enum=ndjson,enum=json" doc:"ndjson (default) or json"`
 }
 
 // FeedbackVote is a row of ext_work.feedback_votes seen as a vote.

@@ -62,6 +62,30 @@ func TestFeedback(t *testing.T) {
 		return h.Do("POST", votePath, body, headers...)
 	}
 
+	t.Run("OpenAPI", func(t *testing.T) {
+		res := h.Do("GET", "/api/openapi.json", nil)
+		require.Equal(t, http.StatusOK, res.Status)
+		var doc struct {
+			Paths map[string]map[string]struct {
+				Parameters []struct {
+					Name string `json:"name"`
+				} `json:"parameters"`
+			} `json:"paths"`
+		}
+		res.JSON(t, &doc)
+		for _, p := range []string{"/api/issues/{id}/feedback-votes", "/api/issues/{id}/feedback-traces",
+			"/api/companies/{companyId}/feedback-traces", "/api/companies/{companyId}/feedback-traces/export"} {
+			require.Contains(t, doc.Paths, p)
+		}
+		var names []string
+		for _, p := range doc.Paths["/api/companies/{companyId}/feedback-traces/export"]["get"].Parameters {
+			names = append(names, p.Name)
+		}
+		for _, n := range []string{"targetType", "vote", "status", "projectId", "issueId", "from", "to", "sharedOnly", "includePayload", "format"} {
+			require.Contains(t, names, n)
+		}
+	})
+
 	t.Run("Validation", func(t *testing.T) {
 		requireValidation(t, vote(map[string]any{"targetType": "issue", "targetId": agentCommentID, "vote": "up"}), "targetType")
 		requireValidation(t, vote(map[string]any{"targetType": "issue_comment", "targetId": "nope", "vote": "up"}), "targetId")
