@@ -104,6 +104,14 @@ func TestFeedback(t *testing.T) {
 			http.StatusNotFound, "Comment not found")
 		requireError(t, vote(map[string]any{"targetType": "issue_document_revision", "targetId": agentCommentID, "vote": "up"}),
 			http.StatusNotFound, "Document revision not found")
+		gone := h.Do("POST", "/api/issues/"+iss.ID+"/comments", map[string]any{"body": "retracted", "authorType": "agent"}, writer.As("")...)
+		require.Equal(t, http.StatusCreated, gone.Status, "%s", gone.Body)
+		goneID := gone.Map(t)["id"].(string)
+		require.Equal(t, http.StatusOK, h.Do("DELETE", "/api/issues/"+iss.ID+"/comments/"+goneID, nil).Status)
+		requireError(t, vote(map[string]any{"targetType": "issue_comment", "targetId": goneID, "vote": "up"}),
+			http.StatusNotFound, "Comment not found")
+		requireError(t, h.Do("POST", "/api/issues/00000000-0000-0000-0000-000000000001/feedback-votes",
+			map[string]any{"targetType": "issue_comment", "targetId": agentCommentID, "vote": "up"}), http.StatusNotFound, "Issue not found")
 		other := newAreaIssue(t, h, companyID, "")
 		requireError(t, h.Do("POST", "/api/issues/"+other.ID+"/feedback-votes", map[string]any{"targetType": "issue_comment", "targetId": agentCommentID, "vote": "up"}),
 			http.StatusNotFound, "Comment not found")
