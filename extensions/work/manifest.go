@@ -35,7 +35,7 @@ func manifest() *sdk.Manifest {
 			Kernel:      ">=0.1 <1.0",
 			Events:      []string{eventCompanyDeleted},
 			Capabilities: []string{sdk.CapActivity, sdk.CapAuthz, sdk.CapPrincipals, sdk.CapCompanies, sdk.CapCalls,
-				sdk.CapEvents, sdk.CapDatabase},
+				sdk.CapEvents, sdk.CapDatabase, sdk.CapSettings},
 			Uses: []string{"agents.wakeup", "agents.approveHire", "agents.runStatus"},
 			ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,
 				"properties":{"attachmentMaxBytes":{"type":"integer","minimum":1,"maximum":1073741824}}}`),
