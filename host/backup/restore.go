@@ -136,6 +136,15 @@ func Restore(ctx context.Context, opts RestoreOptions) (*RestoreResult, error) {
 
 	dsn := opts.DatabaseURL
 	if dsn == "" {
+		if os.Geteuid() == 0 {
+			// As keel serve does: the postgres user may traverse (not list or read) home, so
+			// the cluster lives under it.
+			if fi, err := os.Stat(home); err == nil && fi.Mode().Perm()&0o011 != 0o011 {
+				if err := os.Chmod(home, fi.Mode().Perm()|0o011); err != nil {
+					return nil, fmt.Errorf("error letting the postgres user traverse data dir %s: %w", home, err)
+				}
+			}
+		}
 		opts.progress("database: starting the embedded cluster", 0, 0)
 		pg, err := pgembed.Start(ctx, pgembed.Config{DataDir: filepath.Join(home, "db"), BinDir: opts.BinDir, Logger: opts.Logger})
 		if err != nil {
@@ -165,7 +174,7 @@ func Restore(ctx context.Context, opts RestoreOptions) (*RestoreResult, error) {
 		if len(names) > 3 {
 			names = append(names[:3], "…")
 		}
-		return nil, fmt.Errorf("the database to restore into already holds %d tables (%s): restore into an empty database", len(existing), strings.Join(names, ", "))
+		return nil, fmt.Errorf("the database to restore into already holds tables (%s): restore into an empty database", strings.Join(names, ", "))
 	}
 	for _, role := range m.Database.Roles {
 		var exists bool
