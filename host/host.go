@@ -163,6 +163,9 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	if err := h.Kernel.Routes.Add(h.Supervisor.AdapterRoutes()...); err != nil {
 		return nil, fmt.Errorf("error mounting the adapter registry routes: %w", err)
 	}
+	if err := h.Kernel.Routes.Add(h.Supervisor.LLMRoutes()...); err != nil {
+		return nil, fmt.Errorf("error mounting the llms documents: %w", err)
+	}
 	if err := h.Kernel.Routes.Add(h.backupRoutes()...); err != nil {
 		return nil, fmt.Errorf("error mounting the backup routes: %w", err)
 	}
