@@ -544,6 +544,10 @@ func runPG(ctx context.Context, prog, dsn string, args ...string) error {
 	return nil
 }
 
+// pgxOnly are connection string settings pgx reads and libpq does not know.
+var pgxOnly = map[string]bool{"statement_cache_capacity": true, "description_cache_capacity": true,
+	"default_query_exec_mode": true, "min_read_buffer_size": true}
+
 var passwordKV = regexp.MustCompile(`(^|\s)password\s*=\s*('(\\.|[^'\\])*'|\S+)`)
 
 // splitPassword returns dsn without its password, and the password.
@@ -562,8 +566,14 @@ func splitPassword(dsn string) (string, string, error) {
 		}
 		q := u.Query()
 		q.Del("password")
+		for k := range q {
+			// pgx's own settings, which libpq's tools refuse.
+			if strings.HasPrefix(k, "pool_") || pgxOnly[k] {
+				q.Del(k)
+			}
+		}
 		u.RawQuery = q.Encode()
 		return u.String(), cc.Password, nil
 	}
-	return strings.TrimSpace(passwordKV.ReplaceAllString(dsn, "$1")), cc.Password, nil
+	return strings.TrimSpace(passwordKV.ReplaceAllString(dsn, "")), cc.Password, nil
 }
