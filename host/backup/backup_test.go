@@ -149,7 +149,14 @@ func TestBackupUnderLoadRestores(t *testing.T) {
 	}
 
 	// Restore into a fresh data dir, with its own embedded cluster.
-	restored := filepath.Join(t.TempDir(), "home")
+	tmp := t.TempDir()
+	if os.Geteuid() == 0 {
+		// The postgres user may traverse to the restored cluster, which then lives under
+		// the test's temp dir (removed with it) rather than in /var/lib/keel.
+		require.NoError(t, os.Chmod(filepath.Dir(tmp), 0o711))
+		require.NoError(t, os.Chmod(tmp, 0o711))
+	}
+	restored := filepath.Join(tmp, "home")
 	var stages []string
 	rr, err := backup.Restore(context.Background(), backup.RestoreOptions{Dir: result.Directory, Home: restored,
 		Progress: func(p backup.Progress) { stages = append(stages, p.Stage) }})
