@@ -88,6 +88,14 @@ type Config struct {
 	// folders (SERVICE_BUNDLED_PLUGIN_ROOT; default: the nearest such directory above the
 	// executable, else above the working directory).
 	BundledRoot string
+	// BackupDir is where instance backups go (SERVICE_BACKUP_DIR, default Home/backups).
+	BackupDir string
+	// BackupKeepLast keeps this many newest backups (SERVICE_BACKUP_KEEP, default 7;
+	// negative keeps all).
+	BackupKeepLast int
+	// BackupMaxAgeDays removes backups older than this many days
+	// (SERVICE_BACKUP_MAX_AGE_DAYS, default 30; negative keeps them whatever their age).
+	BackupMaxAgeDays int
 }
 
 // ConfigFromEnv reads the SERVICE_* environment over the defaults.
@@ -139,6 +147,9 @@ func ConfigFromEnv() (Config, error) {
 	}
 	str("SERVICE_NPM_REGISTRY", &c.NPMRegistry)
 	str("SERVICE_BUNDLED_PLUGIN_ROOT", &c.BundledRoot)
+	str("SERVICE_BACKUP_DIR", &c.BackupDir)
+	num("SERVICE_BACKUP_KEEP", &c.BackupKeepLast)
+	num("SERVICE_BACKUP_MAX_AGE_DAYS", &c.BackupMaxAgeDays)
 	c.CloudManaged = os.Getenv("SERVICE_MANAGED_CONFIG") != ""
 	if v := os.Getenv("SERVICE_AGENT_USER"); v != "" {
 		c.AgentUser = v
@@ -222,6 +233,11 @@ func (c *Config) normalize() error {
 		if u, err := url.Parse(c.NPMRegistry); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("SERVICE_NPM_REGISTRY %q is not an http(s) URL", c.NPMRegistry)
 		}
+	}
+	if c.BackupDir == "" {
+		c.BackupDir = filepath.Join(c.Home, "backups")
+	} else if c.BackupDir, err = filepath.Abs(c.BackupDir); err != nil {
+		return fmt.Errorf("error resolving SERVICE_BACKUP_DIR: %w", err)
 	}
 	if c.Executable == "" {
 		exe, err := os.Executable()

@@ -57,6 +57,10 @@ type Host struct {
 	// its loop that follows other nodes.
 	manager       *extensionManager
 	stopReconcile context.CancelFunc
+	// dsn is the keel database's connection string (backups dump it).
+	dsn string
+	// backups lets one backup run at a time.
+	backups backupGate
 }
 
 // Start brings keel up and returns once it serves HTTP. On error everything started so far
@@ -116,6 +120,7 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 		}
 		dsn = h.PG.DSN("keel")
 	}
+	h.dsn = dsn
 	// The job queue's schema migrates alongside the kernel's, on its own connections.
 	queueMigrated := make(chan error, 1)
 	go func() { queueMigrated <- migrateQueue(ctx, dsn) }()
@@ -158,6 +163,12 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	h.Kernel.SetMethodCaller(h.Supervisor)
 	if err := h.Kernel.Routes.Add(h.Supervisor.AdapterRoutes()...); err != nil {
 		return nil, fmt.Errorf("error mounting the adapter registry routes: %w", err)
+	}
+	if err := h.Kernel.Routes.Add(h.Supervisor.LLMRoutes()...); err != nil {
+		return nil, fmt.Errorf("error mounting the llms documents: %w", err)
+	}
+	if err := h.Kernel.Routes.Add(h.backupRoutes()...); err != nil {
+		return nil, fmt.Errorf("error mounting the backup routes: %w", err)
 	}
 	bundledRoot := cfg.BundledRoot
 	if bundledRoot == "" {

@@ -55,7 +55,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCommand(), extensionCommand(), versionCommand(), dbCommand())
+	root.AddCommand(serveCommand(), extensionCommand(), versionCommand(), dbCommand(), backupCommand(), restoreCommand())
 	root.AddCommand(cli.Commands()...)
 	return root
 }
