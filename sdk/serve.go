@@ -44,7 +44,9 @@ const grpcMaxMessage = GRPCMaxMessage
 // grpcBufferPool holds the buffers gRPC reads and encodes messages into, in every power of
 // two from 256 bytes to 4 MiB. gRPC's default pool jumps from 32 KiB to 1 MiB and zeroes a
 // reused buffer whole, so every response between the two (an issue page of 50 rows is
-// one) cost clearing a megabyte on both sides of the hop.
+// one) cost clearing a megabyte on both sides of the hop. It is every gRPC connection's
+// pool in a process that imports the SDK (the host and its extensions), and the proto
+// codec's, which only the default can set.
 var grpcBufferPool = func() mem.BufferPool {
 	exps := make([]uint8, 0, 15)
 	for e := uint8(8); e <= 22; e++ {
@@ -57,10 +59,11 @@ var grpcBufferPool = func() mem.BufferPool {
 	return p
 }()
 
+func init() { experimental.SetDefaultBufferPool(grpcBufferPool) }
+
 // GRPCDialOptions are the host's dial options for an extension's gRPC connection.
 func GRPCDialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
-		experimental.WithBufferPool(grpcBufferPool),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcMaxMessage), grpc.MaxCallSendMsgSize(grpcMaxMessage)),
 		grpc.WithInitialWindowSize(grpcStreamWindow),
 		grpc.WithInitialConnWindowSize(grpcConnWindow),
@@ -71,7 +74,6 @@ func GRPCDialOptions() []grpc.DialOption {
 // host-services server it offers each extension over the broker (see GRPCDialOptions).
 func GRPCServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
-		experimental.BufferPool(grpcBufferPool),
 		grpc.MaxRecvMsgSize(grpcMaxMessage),
 		grpc.MaxSendMsgSize(grpcMaxMessage),
 		grpc.InitialWindowSize(grpcStreamWindow),
