@@ -415,7 +415,7 @@ func issueListParamsFrom(companyID string, q url.Values) (*IssueListParams, erro
 
 // issueList returns a page of issue views (labels included).
 func (w *Work) issueList(ctx context.Context, p *IssueListParams) ([]IssueView, error) {
-	list, err := newIssueStore(w.db).IssueList(ctx, p)
+	list, err := newIssueStore(w.db).IssueList(ctx, w.pool, p)
 	if err != nil {
 		return nil, err
 	}
