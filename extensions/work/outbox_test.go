@@ -54,6 +54,10 @@ func TestOutboxDeliversLeftovers(t *testing.T) {
 func TestIssueCreateConcurrentWakes(t *testing.T) {
 	t.Parallel()
 	h := waitWorkReady(t, startWork(t))
+	sdktest.WaitFor(t, time.Minute, func() bool {
+		res := h.Do("GET", "/api/plugins/agents", nil)
+		return res.Status == http.StatusOK && res.Map(t)["status"] == "ready"
+	}, "the agents extension to be ready")
 	companyID := h.CreateCompany("Concurrent Wakes Co")
 	// An agent of the agents extension (not only a kernel principal), so that its wakes
 	// reach the issue lookup.
