@@ -2,10 +2,6 @@ package work_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,50 +41,4 @@ func TestOutboxDeliversLeftovers(t *testing.T) {
 	sdktest.WaitFor(t, 30*time.Second, func() bool { _, p := count(id); return p == 0 }, "the drainer to deliver the repeat")
 	entries, _ := count(id)
 	require.Equal(t, 1, entries)
-}
-
-// TestIssueCreateConcurrentWakes creates many assigned issues at once, more than the work
-// extension's pool has connections: each create's wake goes to the agents extension,
-// which reads the issue back from work, so a delivery that kept its connection while the
-// host was called would wait forever for one. Every create answers 201 with its activity.
-func TestIssueCreateConcurrentWakes(t *testing.T) {
-	t.Parallel()
-	h := waitWorkReady(t, startWork(t))
-	sdktest.WaitFor(t, time.Minute, func() bool {
-		res := h.Do("GET", "/api/plugins/agents", nil)
-		return res.Status == http.StatusOK && res.Map(t)["status"] == "ready"
-	}, "the agents extension to be ready")
-	companyID := h.CreateCompany("Concurrent Wakes Co")
-	// An agent of the agents extension (not only a kernel principal), so that its wakes
-	// reach the issue lookup.
-	res := h.Do("POST", "/api/companies/"+companyID+"/agents", map[string]any{
-		"name": "Busy Worker", "role": "engineer", "adapterType": "process", "adapterConfig": map[string]any{"command": "/bin/true"},
-		"runtimeConfig": map[string]any{"heartbeat": map[string]any{"enabled": false, "wakeOnDemand": false}}})
-	require.Equal(t, http.StatusCreated, res.Status, "create agent: %s", res.Body)
-	var agent struct{ ID string }
-	res.JSON(t, &agent)
-	const n = 24
-	var wg sync.WaitGroup
-	statuses := make([]int, n)
-	ids := make([]string, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res := h.Do("POST", "/api/companies/"+companyID+"/issues", map[string]any{
-				"title": fmt.Sprintf("Concurrent issue %d", i), "assigneeAgentId": agent.ID})
-			statuses[i] = res.Status
-			if res.Status == http.StatusCreated {
-				var iss areaIssue
-				if json.Unmarshal(res.Body, &iss) == nil {
-					ids[i] = iss.ID
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for i, st := range statuses {
-		require.Equal(t, http.StatusCreated, st, "create %d", i)
-		requireActivity(t, h, companyID, ids[i], "issue.created", "", "")
-	}
 }
