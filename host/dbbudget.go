@@ -30,11 +30,12 @@ type ConnBudget struct {
 }
 
 // NewConnBudget sizes the budget for a machine with cores CPUs and dbExtensions extensions
-// with the database capability: the kernel gets 4 connections a core (at least 8, at most
-// 32), each extension sdk/migrate's ExtensionPoolSize (2 a core, at least 4, at most 16),
-// less when the extensions would together pass the instance's limit, but never under 2.
+// with the database capability: the kernel gets 4 connections a core (at least 16, at most
+// 32: the job queue and the start-up of every extension draw on it at once), each
+// extension sdk/migrate's ExtensionPoolSize (2 a core, at least 4, at most 16), less when
+// the extensions would together pass the instance's limit, but never under 2.
 func NewConnBudget(cores, dbExtensions int) ConnBudget {
-	b := ConnBudget{Cores: cores, Kernel: int32(min(max(4*cores, 8), 32)), Extension: migrate.ExtensionPoolSize(cores), Extensions: dbExtensions}
+	b := ConnBudget{Cores: cores, Kernel: int32(min(max(4*cores, 16), 32)), Extension: migrate.ExtensionPoolSize(cores), Extensions: dbExtensions}
 	if dbExtensions > 0 {
 		share := (instanceConnLimit - int(b.Kernel)) / dbExtensions
 		b.Extension = int32(max(min(int(b.Extension), share), 2))
