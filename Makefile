@@ -41,7 +41,8 @@ vet:
 	cd sdk && GOOS=wasip1 GOARCH=wasm $(GO) vet ./wasmguest/
 
 # bench prints start-up times, the extension hop p50/p99, kernel and extension read
-# throughput, the PSS of the host and each extension process, and issue list and search
+# throughput, the PSS of the host and each extension process, PostgreSQL's client backends
+# and PSS right after that load burst and the instance's connection budget, and issue list and search
 # times in a company of 100 issues against one of 100,000, the heartbeat engine's
 # wake-to-running latency and runs per second for a process agent, what still starts beside
 # fifty agents in ten-minute runs (a 51st run, a wake, a job, an event delivery, the routines

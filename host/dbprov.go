@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,6 +24,10 @@ type dbProvisioner struct {
 	pool       *pgxpool.Pool
 	secret     []byte
 	instanceID string
+	// mu serializes provisioning on this node before a connection is taken: the advisory
+	// lock serializes it anyway, and extensions starting together would otherwise each hold
+	// one of the kernel's few connections while they wait for it.
+	mu sync.Mutex
 }
 
 // ExtensionSchema returns the schema (and role) name of an extension key.
@@ -39,6 +44,8 @@ func (p *dbProvisioner) ProvisionExtensionDatabase(ctx context.Context, key stri
 	mac := hmac.New(sha256.New, p.secret)
 	mac.Write([]byte("db-role:" + name))
 	password := hex.EncodeToString(mac.Sum(nil))
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return "", fmt.Errorf("error provisioning database of %s: %w", key, err)
@@ -110,6 +117,8 @@ func dsnQuote(s string) string {
 func (p *dbProvisioner) DropExtensionDatabase(ctx context.Context, key string) error {
 	schema := pgx.Identifier{ExtensionSchema(key)}.Sanitize()
 	name := ExtensionRole(key, p.instanceID)
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("error dropping database of %s: %w", key, err)

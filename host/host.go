@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -51,6 +52,8 @@ type Host struct {
 	Catalog *packages.Catalog
 	// URL is the base URL the API is served at, such as http://127.0.0.1:3100.
 	URL string
+	// ConnBudget is the instance's PostgreSQL connection budget, sized at start.
+	ConnBudget ConnBudget
 	// LoadErr joins the refusals of extensions that did not load (the host runs without them).
 	LoadErr error
 	// manager carries out extension installs, upgrades and removals; stopReconcile ends
@@ -129,6 +132,7 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 		APIURL: apiURL, AgentJWTSecret: cfg.AgentJWTSecret, AgentJWTTTL: cfg.AgentJWTTTL,
 		EnableCompanyDeletion: cfg.EnableCompanyDeletion, AttachmentMaxBytes: cfg.AttachmentMaxBytes,
 		MaxBodyBytes: cfg.MaxBodyBytes,
+		DBMaxConns:   NewConnBudget(runtime.NumCPU(), 0).Kernel,
 		Logger:       logger.Named("kernel"),
 	})
 	if qerr := <-queueMigrated; err == nil {
@@ -206,6 +210,9 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 		return nil, err
 	}
 	sources = append(sources, installed...)
+	h.ConnBudget = NewConnBudget(runtime.NumCPU(), countDatabaseExtensions(sources))
+	h.Supervisor.SetExtensionPoolMaxConns(h.ConnBudget.Extension)
+	logger.Info(h.ConnBudget.String())
 	loadErr := h.Supervisor.Load(ctx, sources)
 	if err := recordFailed(ctx, h.Kernel, sources, failed); err != nil {
 		logger.Warn("error recording extensions that failed to load", "error", err)
@@ -267,7 +274,12 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 
 // migrateQueue migrates the job queue's schema over a short-lived pool of its own.
 func migrateQueue(ctx context.Context, dsn string) error {
-	pool, err := pgxpool.New(ctx, dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return fmt.Errorf("error parsing the database URL to migrate the job queue: %w", err)
+	}
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("error connecting to migrate the job queue: %w", err)
 	}

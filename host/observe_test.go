@@ -162,7 +162,9 @@ func TestObservability(t *testing.T) {
 		require.Positive(t, n)
 		n, ok = sample(fams, "keel_db_pool_max_connections", map[string]string{"owner": "example.notes", "extension": "example.notes"})
 		require.True(t, ok, "the extension's pool")
-		require.Equal(t, 8.0, n)
+		require.Equal(t, float64(h.ConnBudget.Extension), n, "the share of the connection budget the host handed it")
+		n, _ = sample(fams, "keel_db_pool_max_connections", map[string]string{"owner": "kernel"})
+		require.Equal(t, float64(h.ConnBudget.Kernel), n)
 
 		// The extension's own metric, registered in sdk.Env.Metrics.
 		n, ok = sample(fams, "example_notes_created_total", map[string]string{"extension": "example.notes"})

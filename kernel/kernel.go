@@ -56,7 +56,10 @@ type Config struct {
 	// MaxBodyBytes limits a request body that is not a multipart upload, counted after
 	// decompression (default DefaultMaxBodyBytes); uploads are limited by AttachmentMaxBytes.
 	MaxBodyBytes int
-	Logger       hclog.Logger
+	// DBMaxConns bounds the kernel's connection pool, which the job queue shares (the
+	// host sizes it from the machine; zero keeps the URL's pool_max_conns, at least 16).
+	DBMaxConns int32
+	Logger     hclog.Logger
 }
 
 // Validate checks the deployment settings against the spec's rules.
@@ -162,9 +165,17 @@ func New(ctx context.Context, dsn string, cfg Config) (*Kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("error parsing database URL: %w", err)
 	}
-	if poolCfg.MaxConns < 16 {
+	if cfg.DBMaxConns > 0 {
+		poolCfg.MaxConns = cfg.DBMaxConns
+	} else if poolCfg.MaxConns < 16 {
 		poolCfg.MaxConns = 16
 	}
+	// Connections are opened on demand and closed after a short idle time: every open
+	// PostgreSQL backend holds its own catalog and plan caches.
+	poolCfg.MinConns = 0
+	poolCfg.MaxConnIdleTime = migrate.PoolMaxConnIdleTime
+	poolCfg.HealthCheckPeriod = 5 * time.Second
+	poolCfg.ConnConfig.StatementCacheCapacity = migrate.StatementCacheCapacity
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, fmt.Errorf("error connecting to database: %w", err)

@@ -83,7 +83,7 @@ func (n *Notes) Configure(ctx context.Context, env *sdk.Env) error {
 		}
 	}
 	// Env supplies the database URL, the migration line (the key), the schema and metrics.
-	db, err := migrate.Open(ctx, migrate.OpenParams{Env: env, MaxConns: 8, Migrations: migrations, Dir: "migrations"})
+	db, err := migrate.Open(ctx, migrate.OpenParams{Env: env, Migrations: migrations, Dir: "migrations"})
 	if err != nil {
 		return err
 	}

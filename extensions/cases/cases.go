@@ -65,7 +65,7 @@ func (x *Cases) Configure(ctx context.Context, env *sdk.Env) error {
 	}
 	x.dataDir = env.DataDir
 	x.maxAttachment = attachmentMaxBytesFromEnv()
-	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, MaxConns: 8, Migrations: migrationsFS, Dir: "migrations",
+	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, Migrations: migrationsFS, Dir: "migrations",
 		Line: Key, Schema: Schema, Metrics: env.Metrics})
 	if err != nil {
 		return err

@@ -64,7 +64,7 @@ func (c *Costs) Configure(ctx context.Context, env *sdk.Env) error {
 	if env.Logger != nil {
 		c.log = env.Logger
 	}
-	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, Metrics: env.Metrics, MaxConns: 24, Migrations: migrationsFS, Dir: "migrations",
+	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, Metrics: env.Metrics, Migrations: migrationsFS, Dir: "migrations",
 		Line: Key, Schema: Schema})
 	if err != nil {
 		return err

@@ -86,7 +86,7 @@ func (x *Decisions) Configure(ctx context.Context, env *sdk.Env) error {
 			x.log.Warn(OpenCapEnv+" is not a positive integer; using the default", "value", v, "default", defaultOpenCap)
 		}
 	}
-	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, MaxConns: 8, Migrations: migrationsFS, Dir: "migrations",
+	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, Migrations: migrationsFS, Dir: "migrations",
 		Line: Key, Schema: Schema})
 	if err != nil {
 		return err

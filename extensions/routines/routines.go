@@ -87,7 +87,7 @@ func (x *Routines) Configure(ctx context.Context, env *sdk.Env) error {
 		apiURL = os.Getenv("SERVICE_API_URL")
 	}
 	x.apiBase = strings.TrimSuffix(strings.TrimSuffix(apiURL, "/"), "/api")
-	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, Metrics: env.Metrics, MaxConns: 16, Migrations: migrationsFS, Dir: "migrations",
+	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, Metrics: env.Metrics, Migrations: migrationsFS, Dir: "migrations",
 		Line: Key, Schema: Schema})
 	if err != nil {
 		return err

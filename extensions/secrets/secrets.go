@@ -64,7 +64,7 @@ func (s *Secrets) Configure(ctx context.Context, env *sdk.Env) error {
 		return err
 	}
 	s.log.Info("secrets master key loaded", "source", source)
-	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, Metrics: env.Metrics, MaxConns: 8, Migrations: migrationsFS, Dir: "migrations",
+	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, Metrics: env.Metrics, Migrations: migrationsFS, Dir: "migrations",
 		Line: Key, Schema: Schema})
 	if err != nil {
 		return err

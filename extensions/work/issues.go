@@ -415,7 +415,7 @@ func issueListParamsFrom(companyID string, q url.Values) (*IssueListParams, erro
 
 // issueList returns a page of issue views (labels included).
 func (w *Work) issueList(ctx context.Context, p *IssueListParams) ([]IssueView, error) {
-	list, err := newIssueStore(w.db).IssueList(ctx, p)
+	list, err := newIssueStore(w.db).IssueList(ctx, w.pool, p)
 	if err != nil {
 		return nil, err
 	}
@@ -676,6 +676,10 @@ func (w *Work) issueCreate(ctx context.Context, companyID string, body *IssueCre
 		return nil, false, err
 	}
 	w.deliver(ctx, &fx)
+	if len(labelIDs) == 0 && len(blockerIDs) == 0 && (child == nil || !child.BlockParentUntilDone) {
+		// The new issue has no labels and no blocker edges either way: its view needs no reads.
+		return &IssueView{Issue: iss, Labels: []Label{}, LabelIDs: []string{}, BlockedBy: &[]IssueBrief{}, Blocks: &[]IssueBrief{}}, true, nil
+	}
 	v, err := w.issueView(ctx, iss)
 	return v, true, err
 }

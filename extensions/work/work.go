@@ -77,7 +77,7 @@ func (w *Work) Configure(ctx context.Context, env *sdk.Env) error {
 	if w.cfg.AttachmentMaxBytes <= 0 {
 		w.cfg.AttachmentMaxBytes = attachmentMaxBytesFromEnv()
 	}
-	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, Metrics: env.Metrics, MaxConns: 24, Migrations: migrationsFS, Dir: "migrations",
+	db, err := migrate.Open(ctx, migrate.OpenParams{URL: env.DatabaseURL, Metrics: env.Metrics, Migrations: migrationsFS, Dir: "migrations",
 		Line: Key, Schema: Schema})
 	if err != nil {
 		return err

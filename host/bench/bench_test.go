@@ -166,7 +166,9 @@ func BenchmarkExtensionHop(b *testing.B) {
 // BenchmarkThroughput reports requests per second of a kernel read (GET a company) and an
 // extension read (GET the company's notes, served by the process extension from its own
 // schema) against the real keel binary with 32 concurrent connections, and the PSS of the
-// host process and each extension process afterwards.
+// host process and each extension process afterwards; then the PostgreSQL side right after
+// the burst: the client backends open, their PSS, and the instance's connection budget
+// (the sum of every pool's limit, as GET /metrics reports it).
 func BenchmarkThroughput(b *testing.B) {
 	notes := sdktest.BuildProcessExtension(b, "../../examples/process-notes")
 	s, _ := startKeel(b, newHome(b), notes)
@@ -195,6 +197,51 @@ func BenchmarkThroughput(b *testing.B) {
 		b.ReportMetric(float64(kb)/1024, "ext-"+name+"-pss-MB")
 	}
 	b.ReportMetric(float64(total)/1024, "keel-total-pss-MB")
+	backends, pgPSS := 0, 0
+	for _, pid := range children(s.cmd.Process.Pid) {
+		if !strings.HasPrefix(comm(pid), "postgres") {
+			continue
+		}
+		pgPSS += pssKB(pid)
+		for _, c := range children(pid) {
+			pgPSS += pssKB(c)
+			if isClientBackend(c) {
+				backends++
+			}
+		}
+	}
+	b.ReportMetric(float64(backends), "pg-backends-after-burst")
+	b.ReportMetric(float64(pgPSS)/1024, "pg-pss-MB")
+	b.ReportMetric(float64(connBudget(b, s.url)), "db-conn-budget")
+}
+
+// isClientBackend reports whether a PostgreSQL process serves a client connection
+// ("postgres: keel: <role> <database> [local] idle"), not an auxiliary process.
+func isClientBackend(pid int) bool {
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return strings.Contains(string(cmdline), "[local]") || strings.Contains(string(cmdline), "127.0.0.1(")
+}
+
+// connBudget sums keel_db_pool_max_connections over every pool GET /metrics reports: the
+// kernel's and each extension's with an open database.
+func connBudget(b *testing.B, url string) int {
+	res, err := http.Get(url + "/metrics")
+	require.NoError(b, err)
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	require.NoError(b, err)
+	require.Equal(b, http.StatusOK, res.StatusCode, "%s", body)
+	sum := 0
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if !strings.HasPrefix(line, "keel_db_pool_max_connections{") {
+			continue
+		}
+		n, err := strconv.Atoi(line[strings.LastIndexByte(line, ' ')+1:])
+		require.NoError(b, err, line)
+		sum += n
+	}
+	require.Positive(b, sum, "no keel_db_pool_max_connections in GET /metrics")
+	return sum
 }
 
 func createCompany(b *testing.B, url string) string {

@@ -36,13 +36,18 @@ const (
 )
 
 // serverSettings are passed to postgres with -c. They suit a small machine
-// shared with keel itself.
+// shared with keel itself. keel's pools stay far below max_connections (see
+// host.ConnBudget); the memory of one backend is bounded by work_mem per sort or hash
+// and temp_buffers, and JIT compilation, which loads LLVM into every backend that
+// uses it, is off: keel's queries are short and indexed.
 var serverSettings = []string{
 	"shared_buffers=32MB",
 	"max_connections=200",
 	"fsync=on",
 	"huge_pages=off",
 	"work_mem=4MB",
+	"temp_buffers=1MB",
+	"jit=off",
 	"maintenance_work_mem=32MB",
 	"min_wal_size=32MB",
 	"max_wal_size=256MB",

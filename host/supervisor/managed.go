@@ -22,6 +22,7 @@ import (
 	"github.com/keelhq/keel/host/hostsvc"
 	"github.com/keelhq/keel/kernel"
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/migrate"
 	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
@@ -289,6 +290,9 @@ func (m *managed) command() (*exec.Cmd, *plugin.SecureConfig, error) {
 	}
 	if n := m.s.cfg.ExtensionGOMAXPROCS; n > 0 {
 		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(n))
+	}
+	if n := m.s.poolMaxConns.Load(); n > 0 {
+		cmd.Env = append(cmd.Env, migrate.PoolMaxConnsEnv+"="+strconv.Itoa(int(n)))
 	}
 	if u := m.s.cfg.AgentUser; u != "" {
 		cmd.Env = append(cmd.Env, "SERVICE_AGENT_USER="+u)

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -98,7 +99,16 @@ type Supervisor struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// poolMaxConns is each process extension's share of the instance's database
+	// connection budget (see SetExtensionPoolMaxConns); zero leaves it to the extension.
+	poolMaxConns atomic.Int32
 }
+
+// SetExtensionPoolMaxConns sets each process extension's share of the instance's database
+// connection budget, handed to the extensions launched from now on in the environment
+// variable migrate.PoolMaxConnsEnv (sdk/migrate.Open applies it). Zero or less hands none.
+func (s *Supervisor) SetExtensionPoolMaxConns(n int32) { s.poolMaxConns.Store(max(n, 0)) }
 
 // DatabaseProvisioner creates an extension's schema and role and returns its database URL.
 type DatabaseProvisioner interface {

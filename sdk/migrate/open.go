@@ -6,7 +6,11 @@ import (
 	"database/sql"
 	"fmt"
 	"io/fs"
+	"os"
+	"runtime"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -31,7 +35,8 @@ type OpenParams struct {
 	Env *sdk.Env
 	// URL is the extension's database URL (sdk.Env.DatabaseURL).
 	URL string
-	// MaxConns bounds the pool; zero keeps pgx's default.
+	// MaxConns lowers the pool's limit below the extension's share of the instance's
+	// connection budget (see PoolMaxConns); zero, or a larger value, takes the share.
 	MaxConns int32
 	// Migrations and Dir locate the embedded *.up.sql files.
 	Migrations fs.FS
@@ -44,6 +49,41 @@ type OpenParams struct {
 	// Metrics, when set (pass sdk.Env.Metrics), reports the pool's use as keel_db_pool_*
 	// with the owner label Line.
 	Metrics prometheus.Registerer
+}
+
+// PoolMaxConnsEnv names the environment variable through which the host hands a process
+// extension its share of the instance's database connection budget (a positive integer).
+const PoolMaxConnsEnv = "KEEL_DB_POOL_MAX_CONNS"
+
+// PoolMaxConnIdleTime is how long a pooled connection may stay unused before it is closed;
+// idle connections are looked for every poolHealthCheckPeriod.
+const (
+	PoolMaxConnIdleTime   = 30 * time.Second
+	poolHealthCheckPeriod = 5 * time.Second
+)
+
+// StatementCacheCapacity is how many prepared statements a pooled connection keeps. bun
+// writes its arguments into the SQL text, so most of its statements are one-off texts that
+// pgx would otherwise prepare and keep, each with its plan in the backend's memory, until
+// 512 of them fill tens of megabytes per connection; a short cache keeps the statements
+// that repeat and lets the one-off ones go.
+const StatementCacheCapacity = 64
+
+// ExtensionPoolSize is the connection share of one extension on a machine with cores CPUs
+// when the host names none: two connections a core, at least 4 and at most 16. PostgreSQL
+// on a small machine serves no more queries at once than it has cores; more connections
+// only add backends, each with its own memory.
+func ExtensionPoolSize(cores int) int32 {
+	return int32(min(max(2*cores, 4), 16))
+}
+
+// PoolMaxConns returns the connection limit of an extension's pool: the share the host set
+// in PoolMaxConnsEnv, else ExtensionPoolSize of this machine.
+func PoolMaxConns() int32 {
+	if n, err := strconv.Atoi(os.Getenv(PoolMaxConnsEnv)); err == nil && n > 0 {
+		return int32(min(n, 1<<20))
+	}
+	return ExtensionPoolSize(runtime.NumCPU())
 }
 
 // Open connects to an extension's database and applies its embedded migrations, then the
@@ -67,9 +107,16 @@ func Open(ctx context.Context, p OpenParams) (*Database, error) {
 	if p.Line == "" || p.Schema == "" || strings.Contains(p.Schema, ",") {
 		return nil, fmt.Errorf("error opening the database of %q: the migration line and one schema are required (pass Env)", p.Line)
 	}
-	if p.MaxConns > 0 {
+	cfg.MaxConns = PoolMaxConns()
+	if p.MaxConns > 0 && p.MaxConns < cfg.MaxConns {
 		cfg.MaxConns = p.MaxConns
 	}
+	// Connections are opened on demand and closed again after a short idle time: every
+	// PostgreSQL backend kept open holds its own catalog and plan caches.
+	cfg.MinConns = 0
+	cfg.MaxConnIdleTime = PoolMaxConnIdleTime
+	cfg.HealthCheckPeriod = poolHealthCheckPeriod
+	cfg.ConnConfig.StatementCacheCapacity = StatementCacheCapacity
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("error connecting to the database of %s: %w", p.Line, err)

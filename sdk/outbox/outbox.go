@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -187,9 +188,9 @@ func (o *Outbox) run() {
 	}
 }
 
-// Deliver delivers rows this process just committed (empty ids are skipped), before the request that wrote them
-// answers, so a reader sees the activity at once (as with a direct append). A row the
-// background drainer holds is waited for; a failed one stays for the drainer to retry.
+// Deliver delivers rows this process just committed (empty ids are skipped), before the
+// request that wrote them answers, so a reader sees the activity at once (as with a direct
+// append). A failed row stays for the drainer to retry.
 func (o *Outbox) Deliver(ctx context.Context, ids []string) {
 	if o == nil {
 		return
@@ -198,7 +199,7 @@ func (o *Outbox) Deliver(ctx context.Context, ids []string) {
 	if len(ids) == 0 {
 		return
 	}
-	if _, err := o.deliverRows(ctx, `WHERE id = ANY($1::uuid[]) ORDER BY created_at, id FOR UPDATE`, ids); err != nil {
+	if _, err := o.deliverRows(ctx, `id = ANY($1::uuid[]) AND next_attempt_at <= now()`, ids); err != nil {
 		o.log.Warn("error delivering outbox rows; the drainer retries them", "error", err)
 		o.Kick()
 	}
@@ -207,27 +208,36 @@ func (o *Outbox) Deliver(ctx context.Context, ids []string) {
 // drainBatch is how many rows one drain pass claims.
 const drainBatch = 100
 
-// drain delivers up to drainBatch due rows, locked so that concurrent drainers (several
-// processes) never deliver one row at once, and returns how many it claimed.
+// Leases: a claimed row is not claimed again for claimLease (its delivery's host calls end
+// long before), and the drainer leaves a fresh row to the request that wrote it, which
+// delivers it right after its commit, for freshGrace.
+const (
+	claimLease = 5 * time.Minute
+	freshGrace = 5 * time.Second
+)
+
+// drain delivers up to drainBatch due rows and returns how many it claimed. A row that was
+// never tried is left to its writer for freshGrace.
 func (o *Outbox) drain(ctx context.Context) (int, error) {
-	return o.deliverRows(ctx, `WHERE next_attempt_at <= now() ORDER BY created_at, id LIMIT `+fmt.Sprint(drainBatch)+
-		` FOR UPDATE SKIP LOCKED`, nil)
+	return o.deliverRows(ctx, `id IN (SELECT id FROM `+o.table+` WHERE next_attempt_at <= now()
+		AND (attempts > 0 OR created_at < now() - make_interval(secs => `+fmt.Sprint(freshGrace.Seconds())+`))
+		ORDER BY created_at, id LIMIT `+fmt.Sprint(drainBatch)+` FOR UPDATE SKIP LOCKED)`, nil)
 }
 
-// deliverRows locks the rows the clause selects, delivers each, deletes the delivered (and
-// the undeliverable) ones and reschedules the rest with backoff, in one transaction. It
-// returns how many rows it locked.
-func (o *Outbox) deliverRows(ctx context.Context, clause string, ids []string) (int, error) {
-	tx, err := o.pool.Begin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
+// deliverRows claims the rows the condition selects by leasing them (one statement: two
+// claimers never deliver one row at once, and no connection is held while the host is
+// called, since a call may come back to this extension and need one), delivers each in
+// order, then deletes the delivered (and the undeliverable) ones and reschedules the rest
+// with backoff. It returns how many rows it claimed. A process that dies meanwhile leaves
+// its claimed rows to be delivered again once the lease ends; deliveries are idempotent.
+func (o *Outbox) deliverRows(ctx context.Context, cond string, ids []string) (int, error) {
 	var args []any
 	if ids != nil {
 		args = append(args, ids)
 	}
-	rows, err := tx.Query(ctx, `SELECT id::text, kind, payload, attempts FROM `+o.table+` `+clause, args...)
+	args = append(args, claimLease.Seconds())
+	rows, err := o.pool.Query(ctx, `UPDATE `+o.table+` SET next_attempt_at = now() + make_interval(secs => $`+fmt.Sprint(len(args))+`)
+		WHERE `+cond+` RETURNING id::text, kind, payload, attempts, created_at`, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -235,15 +245,24 @@ func (o *Outbox) deliverRows(ctx context.Context, clause string, ids []string) (
 		id, kind string
 		payload  []byte
 		attempts int
+		created  time.Time
 	}
 	batch, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 		var x row
-		err := r.Scan(&x.id, &x.kind, &x.payload, &x.attempts)
+		err := r.Scan(&x.id, &x.kind, &x.payload, &x.attempts, &x.created)
 		return x, err
 	})
 	if err != nil {
 		return 0, err
 	}
+	slices.SortFunc(batch, func(a, b row) int {
+		if c := a.created.Compare(b.created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	var done []string
+	var errs []error
 	for _, r := range batch {
 		err := o.deliver(ctx, r.id, r.kind, r.payload)
 		switch {
@@ -251,19 +270,23 @@ func (o *Outbox) deliverRows(ctx context.Context, clause string, ids []string) (
 			if err != nil {
 				o.log.Warn("dropping an outbox row that cannot be delivered", "id", r.id, "kind", r.kind, "error", err)
 			}
-			if _, err := tx.Exec(ctx, `DELETE FROM `+o.table+` WHERE id = $1`, r.id); err != nil {
-				return 0, err
-			}
+			done = append(done, r.id)
 		default:
 			backoff := time.Duration(math.Min(math.Pow(2, float64(r.attempts)), 300)) * time.Second
 			o.log.Debug("outbox delivery failed; retrying later", "id", r.id, "kind", r.kind, "in", backoff, "error", err)
-			if _, err := tx.Exec(ctx, `UPDATE `+o.table+` SET attempts = attempts + 1,
+			// The request's context may be over; the reschedule still has to land.
+			if _, err := o.pool.Exec(context.WithoutCancel(ctx), `UPDATE `+o.table+` SET attempts = attempts + 1,
 				next_attempt_at = now() + make_interval(secs => $2) WHERE id = $1`, r.id, backoff.Seconds()); err != nil {
-				return 0, err
+				errs = append(errs, err)
 			}
 		}
 	}
-	return len(batch), tx.Commit(ctx)
+	if len(done) > 0 {
+		if _, err := o.pool.Exec(context.WithoutCancel(ctx), `DELETE FROM `+o.table+` WHERE id = ANY($1::uuid[])`, done); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return len(batch), errors.Join(errs...)
 }
 
 // deliver sends one row to the host.
