@@ -154,6 +154,8 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	h.Kernel.SetEventPublisher(h.Queue)
 	h.Kernel.SetExtensionDirectory(h.Supervisor)
 	h.Kernel.SetPluginRuntime(h.Supervisor)
+	h.Kernel.SetManagedReconciler(h.Supervisor)
+	h.Kernel.OnCompanyCreated(h.Supervisor.ReconcileManagedInCompany)
 	h.Kernel.SetRunDirectory(h.Supervisor)
 	if err := h.Kernel.Routes.Add(h.Supervisor.AdapterRoutes()...); err != nil {
 		return nil, fmt.Errorf("error mounting the adapter registry routes: %w", err)

@@ -96,6 +96,7 @@ func (x *extensionManager) InstallExtension(ctx context.Context, req *kernel.Ext
 		return "", (&kernel.APIError{Status: http.StatusUnprocessableEntity, Message: fmt.Sprintf(
 			"Plugin %s is installed but failed to start (status error; keel retries it): %v", mf.Key, err)}).WithCode("start_failed")
 	}
+	x.sup.ReconcileManagedEverywhere(mf.Key)
 	return mf.Key, nil
 }
 
@@ -139,6 +140,7 @@ func (x *extensionManager) EnableExtension(ctx context.Context, key string) erro
 	if err != nil {
 		return (&kernel.APIError{Status: http.StatusUnprocessableEntity, Message: fmt.Sprintf("Plugin %s failed to start: %v", key, err)}).WithCode("start_failed")
 	}
+	x.sup.ReconcileManagedEverywhere(key)
 	return nil
 }
 
@@ -206,6 +208,7 @@ func (x *extensionManager) UpgradeExtension(ctx context.Context, key, version st
 		}
 		_ = x.k.ExtensionSetPending(ctx, key, nil)
 		x.schedule(pkg.Manifest)
+		x.sup.ReconcileManagedEverywhere(key)
 		return nil
 	}
 	err = x.sup.Upgrade(ctx, key, src, approve, x.move(ctx))
@@ -229,6 +232,7 @@ func (x *extensionManager) UpgradeExtension(ctx context.Context, key, version st
 			x.log.Warn("error removing the replaced package", "extension", key, "digest", oldDigest, "error", err)
 		}
 	}
+	x.sup.ReconcileManagedEverywhere(key)
 	return nil
 }
 
@@ -242,6 +246,13 @@ func (x *extensionManager) UninstallExtension(ctx context.Context, key string, p
 	}
 	if loaded, ok := x.sup.Loaded(key); ok && x.queue != nil {
 		x.queue.Unschedule(loaded.Source.Manifest)
+	}
+	if purge {
+		// The owners remove what the plugin made before its bindings go with its row.
+		if err := x.sup.PurgeManaged(ctx, key); err != nil {
+			return (&kernel.APIError{Status: http.StatusBadGateway, Message: fmt.Sprintf(
+				"Plugin %s was not purged: its managed resources could not all be removed: %v", key, err), Internal: err}).WithCode("managed_purge_failed")
+		}
 	}
 	if err := x.sup.Uninstall(ctx, key, purge, x.move(ctx)); err != nil {
 		return err
