@@ -74,8 +74,9 @@ type Config struct {
 	// materialised under Home/packages, so nodes of one instance share packages
 	// through it.
 	Installer packages.Installer
-	// ReconcileInterval is how often this node follows extension moves made on another
-	// node (default 2s).
+	// ReconcileInterval is how often this node checks the registry for extension moves made
+	// on another node, as the fallback of the registry's notices, which it follows at once
+	// (default 10s).
 	ReconcileInterval time.Duration
 	// NPMRegistry is the npm registry packages install from (SERVICE_NPM_REGISTRY, default
 	// https://registry.npmjs.org).
@@ -184,7 +185,7 @@ func (c *Config) normalize() error {
 		c.ExtensionGOMAXPROCS = 1
 	}
 	if c.ReconcileInterval <= 0 {
-		c.ReconcileInterval = 2 * time.Second
+		c.ReconcileInterval = 10 * time.Second
 	}
 	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("SERVICE_LOG_FORMAT %q is not text or json", c.LogFormat)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/keelhq/keel/host/packages"
 	"github.com/keelhq/keel/host/queue"
@@ -477,8 +478,21 @@ func jsonEqual(a, b json.RawMessage) bool {
 	return norm(a) == norm(b)
 }
 
-// run reconciles every interval until ctx ends.
+// extensionsChannel is the NOTIFY channel on which the registry announces a move (see
+// migration 0010): the payload names the table, extensions or instance_settings.
+const extensionsChannel = "keel_extensions"
+
+// run follows moves made on other nodes until ctx ends: at once when the registry announces
+// one (LISTEN), and every interval as the fallback for a notice missed while the listening
+// connection was down.
 func (x *extensionManager) run(ctx context.Context, interval time.Duration) {
+	wake := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		x.listen(ctx, wake)
+	}()
+	defer func() { <-done }()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -486,8 +500,57 @@ func (x *extensionManager) run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-wake:
 		}
 		x.reconcile(ctx)
+	}
+}
+
+// listen holds a LISTEN connection on the registry's channel, reconnecting after a failure,
+// and wakes the reconcile loop for each move; an experimental flag change is handed to the
+// settings listeners (the supervisor starts or stops gated extensions).
+func (x *extensionManager) listen(ctx context.Context, wake chan<- struct{}) {
+	for ctx.Err() == nil {
+		err := x.listenOnce(ctx, wake)
+		if ctx.Err() != nil {
+			return
+		}
+		x.log.Warn("registry listener failed; reconnecting (moves are still followed every interval)", "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (x *extensionManager) listenOnce(ctx context.Context, wake chan<- struct{}) error {
+	conn, err := pgx.ConnectConfig(ctx, x.k.Pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("error connecting: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+extensionsChannel); err != nil {
+		return fmt.Errorf("error listening: %w", err)
+	}
+	// A move made while this connection was down is caught up at once.
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return fmt.Errorf("error waiting for registry notices: %w", err)
+		}
+		if n.Payload == "instance_settings" {
+			x.k.SettingsChangedElsewhere("experimental")
+			continue
+		}
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
