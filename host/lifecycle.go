@@ -452,6 +452,7 @@ func (x *extensionManager) reconcile(ctx context.Context) {
 			}
 		}
 	}
+	x.sup.RefreshWasmMounts(ctx)
 	for _, key := range x.sup.Keys() {
 		if loaded, ok := x.sup.Loaded(key); ok && loaded.Source.Digest != "" && !inRegistry[key] {
 			x.queue.Unschedule(loaded.Source.Manifest)

@@ -18,8 +18,9 @@ CREATE TABLE kernel.plugin_managed_resources (
 );
 
 -- Every node follows extension moves made on another node: a change of what a node runs
--- (installed package, enabled, config, uninstalled, purged) or of the experimental flags
--- wakes the others at once through NOTIFY; their periodic pass stays as the fallback.
+-- (installed package, enabled, config, uninstalled, purged), of the experimental flags or
+-- of a plugin's local folders wakes the others at once through NOTIFY; their periodic pass
+-- stays as the fallback.
 CREATE FUNCTION kernel.notify_extensions_changed() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -46,3 +47,8 @@ CREATE TRIGGER experimental_flags_changed
     FOR EACH ROW
     WHEN (NEW.section = 'experimental')
     EXECUTE FUNCTION kernel.notify_extensions_changed();
+
+-- A company's local folder set on one node is mounted into a wasm plugin on the others.
+CREATE TRIGGER plugin_local_folders_changed
+    AFTER INSERT OR UPDATE OR DELETE ON kernel.plugin_local_folders
+    FOR EACH STATEMENT EXECUTE FUNCTION kernel.notify_extensions_changed();

@@ -237,7 +237,12 @@ func (m *managed) launchWasm(ctx context.Context, configure *extensionv1.Configu
 		m.setStatus(ctx, kernel.ExtensionError, "extension.failed", err)
 		return err
 	}
-	mod, err := m.s.wasm.LoadWasm(ctx, m.src, m.services)
+	mounts, err := m.s.wasmMounts(ctx, m)
+	if err != nil {
+		m.setStatus(ctx, kernel.ExtensionError, "extension.failed", err)
+		return err
+	}
+	mod, err := m.s.wasm.LoadWasm(ctx, m.src, m.services, &WasmOptions{Output: m.s.feat.ring(m.key), Mounts: mounts})
 	if err != nil {
 		m.setStatus(ctx, kernel.ExtensionError, "extension.failed", err)
 		return err

@@ -260,5 +260,7 @@ func (m *Module) hostLog(_ context.Context, mod api.Module, stack []uint64) {
 	if lvl < hclog.Trace || lvl > hclog.Error {
 		lvl = hclog.Info
 	}
-	m.log.Log(lvl, validUTF8(b))
+	msg := validUTF8(b)
+	m.log.Log(lvl, msg)
+	m.sink.write(lvl, msg, "")
 }
