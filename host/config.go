@@ -81,6 +81,9 @@ type Config struct {
 	// NPMRegistry is the npm registry packages install from (SERVICE_NPM_REGISTRY, default
 	// https://registry.npmjs.org).
 	NPMRegistry string
+	// NPMToken (SERVICE_NPM_TOKEN) authenticates to a private NPMRegistry: it is sent as a
+	// bearer token to that registry's host only and never logged.
+	NPMToken string `json:"-"`
 	// CloudManaged applies spec install rule 3 (SERVICE_MANAGED_CONFIG set, as the reference
 	// product decides it): npm installs are refused and local paths must lie in the bundled
 	// catalog.
@@ -139,6 +142,7 @@ func ConfigFromEnv() (Config, error) {
 		}
 	}
 	str("SERVICE_NPM_REGISTRY", &c.NPMRegistry)
+	str("SERVICE_NPM_TOKEN", &c.NPMToken)
 	str("SERVICE_BUNDLED_PLUGIN_ROOT", &c.BundledRoot)
 	c.CloudManaged = os.Getenv("SERVICE_MANAGED_CONFIG") != ""
 	if v := os.Getenv("SERVICE_AGENT_USER"); v != "" {

@@ -167,7 +167,7 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	h.Catalog = packages.NewCatalog(bundledRoot)
 	h.Kernel.SetBundledCatalog(h.Catalog)
 	h.Packages, err = packages.New(packages.Options{
-		Store: h.Kernel, DataDir: cfg.Home, NPMRegistry: cfg.NPMRegistry, CloudManaged: cfg.CloudManaged,
+		Store: h.Kernel, DataDir: cfg.Home, NPMRegistry: cfg.NPMRegistry, NPMToken: cfg.NPMToken, CloudManaged: cfg.CloudManaged,
 		BundledRoot: bundledRoot, Logger: logger.Named("packages"),
 	})
 	if err != nil {
