@@ -189,7 +189,16 @@ func TestPluginManagedResources(t *testing.T) {
 	})
 
 	t.Run("Reset", func(t *testing.T) {
-		res := h.Do("POST", "/api/plugins/"+plugin+"/companies/"+company+"/managed-resources/agent/wiki-maintainer/reset", nil)
+		res := h.Do("PATCH", "/api/routines/"+routineID, map[string]any{"title": "Board title", "priority": "high"})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		res = h.Do("POST", "/api/plugins/"+plugin+"/companies/"+company+"/managed-resources/routine/nightly-wiki-lint/reset", nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		rt := h.Do("GET", "/api/routines/"+routineID, nil).Map(t)
+		require.Equal(t, "Run LLM Wiki lint", rt["title"], "the declared title is back on the same routine")
+		require.Equal(t, "low", rt["priority"])
+		require.Equal(t, projectID, rt["projectId"], "it names the project made again")
+
+		res = h.Do("POST", "/api/plugins/"+plugin+"/companies/"+company+"/managed-resources/agent/wiki-maintainer/reset", nil)
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 		var l sdk.ManagedResourceList
 		res.JSON(t, &l)
@@ -249,6 +258,19 @@ func TestPluginManagedResources(t *testing.T) {
 	later := h.CreateCompany("Later Co")
 	waitManaged(t, h, plugin, later)
 	require.Equal(t, 1, managedAgents(t, h, later))
+
+	// An upgrade keeps them: same resources, no duplicates.
+	managedPackage(t, pub, "0.2.0")
+	res = h.Do("POST", "/api/plugins/"+plugin+"/upgrade", nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, "0.2.0", res.Map(t)["version"])
+	res = h.Do("POST", "/api/plugins/"+plugin+"/companies/"+company+"/managed-resources/reconcile", nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	var l3 sdk.ManagedResourceList
+	res.JSON(t, &l3)
+	require.Equal(t, agentID, resourceID(t, &l3, sdk.ManagedAgentKind, "wiki-maintainer"))
+	require.Equal(t, routineID, resourceID(t, &l3, sdk.ManagedRoutineKind, "nightly-wiki-lint"))
+	require.Equal(t, 1, managedAgents(t, h, company), "an upgrade does not duplicate")
 
 	// Uninstall without purge leaves them; a reinstall binds the same ones again.
 	require.Equal(t, http.StatusOK, h.Do("DELETE", "/api/plugins/"+plugin, nil).Status)
