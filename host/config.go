@@ -74,12 +74,16 @@ type Config struct {
 	// materialised under Home/packages, so nodes of one instance share packages
 	// through it.
 	Installer packages.Installer
-	// ReconcileInterval is how often this node follows extension moves made on another
-	// node (default 2s).
+	// ReconcileInterval is how often this node checks the registry for extension moves made
+	// on another node, as the fallback of the registry's notices, which it follows at once
+	// (default 10s).
 	ReconcileInterval time.Duration
 	// NPMRegistry is the npm registry packages install from (SERVICE_NPM_REGISTRY, default
 	// https://registry.npmjs.org).
 	NPMRegistry string
+	// NPMToken (SERVICE_NPM_TOKEN) authenticates to a private NPMRegistry: it is sent as a
+	// bearer token to that registry's host only and never logged.
+	NPMToken string `json:"-"`
 	// CloudManaged applies spec install rule 3 (SERVICE_MANAGED_CONFIG set, as the reference
 	// product decides it): npm installs are refused and local paths must lie in the bundled
 	// catalog.
@@ -146,6 +150,7 @@ func ConfigFromEnv() (Config, error) {
 		}
 	}
 	str("SERVICE_NPM_REGISTRY", &c.NPMRegistry)
+	str("SERVICE_NPM_TOKEN", &c.NPMToken)
 	str("SERVICE_BUNDLED_PLUGIN_ROOT", &c.BundledRoot)
 	str("SERVICE_BACKUP_DIR", &c.BackupDir)
 	num("SERVICE_BACKUP_KEEP", &c.BackupKeepLast)
@@ -195,7 +200,7 @@ func (c *Config) normalize() error {
 		c.ExtensionGOMAXPROCS = 1
 	}
 	if c.ReconcileInterval <= 0 {
-		c.ReconcileInterval = 2 * time.Second
+		c.ReconcileInterval = 10 * time.Second
 	}
 	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("SERVICE_LOG_FORMAT %q is not text or json", c.LogFormat)

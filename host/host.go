@@ -163,6 +163,8 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	h.Kernel.SetEventPublisher(h.Queue)
 	h.Kernel.SetExtensionDirectory(h.Supervisor)
 	h.Kernel.SetPluginRuntime(h.Supervisor)
+	h.Kernel.SetManagedReconciler(h.Supervisor)
+	h.Kernel.OnCompanyCreated(h.Supervisor.ReconcileManagedInCompany)
 	h.Kernel.SetRunDirectory(h.Supervisor)
 	h.Kernel.SetMethodCaller(h.Supervisor)
 	if err := h.Kernel.Routes.Add(h.Supervisor.AdapterRoutes()...); err != nil {
@@ -181,7 +183,7 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	h.Catalog = packages.NewCatalog(bundledRoot)
 	h.Kernel.SetBundledCatalog(h.Catalog)
 	h.Packages, err = packages.New(packages.Options{
-		Store: h.Kernel, DataDir: cfg.Home, NPMRegistry: cfg.NPMRegistry, CloudManaged: cfg.CloudManaged,
+		Store: h.Kernel, DataDir: cfg.Home, NPMRegistry: cfg.NPMRegistry, NPMToken: cfg.NPMToken, CloudManaged: cfg.CloudManaged,
 		BundledRoot: bundledRoot, Logger: logger.Named("packages"),
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/keelhq/keel/host/packages"
 	"github.com/keelhq/keel/host/queue"
@@ -96,6 +97,7 @@ func (x *extensionManager) InstallExtension(ctx context.Context, req *kernel.Ext
 		return "", (&kernel.APIError{Status: http.StatusUnprocessableEntity, Message: fmt.Sprintf(
 			"Plugin %s is installed but failed to start (status error; keel retries it): %v", mf.Key, err)}).WithCode("start_failed")
 	}
+	x.sup.ReconcileManagedEverywhere(mf.Key)
 	return mf.Key, nil
 }
 
@@ -139,6 +141,7 @@ func (x *extensionManager) EnableExtension(ctx context.Context, key string) erro
 	if err != nil {
 		return (&kernel.APIError{Status: http.StatusUnprocessableEntity, Message: fmt.Sprintf("Plugin %s failed to start: %v", key, err)}).WithCode("start_failed")
 	}
+	x.sup.ReconcileManagedEverywhere(key)
 	return nil
 }
 
@@ -206,6 +209,7 @@ func (x *extensionManager) UpgradeExtension(ctx context.Context, key, version st
 		}
 		_ = x.k.ExtensionSetPending(ctx, key, nil)
 		x.schedule(pkg.Manifest)
+		x.sup.ReconcileManagedEverywhere(key)
 		return nil
 	}
 	err = x.sup.Upgrade(ctx, key, src, approve, x.move(ctx))
@@ -229,6 +233,7 @@ func (x *extensionManager) UpgradeExtension(ctx context.Context, key, version st
 			x.log.Warn("error removing the replaced package", "extension", key, "digest", oldDigest, "error", err)
 		}
 	}
+	x.sup.ReconcileManagedEverywhere(key)
 	return nil
 }
 
@@ -242,6 +247,13 @@ func (x *extensionManager) UninstallExtension(ctx context.Context, key string, p
 	}
 	if loaded, ok := x.sup.Loaded(key); ok && x.queue != nil {
 		x.queue.Unschedule(loaded.Source.Manifest)
+	}
+	if purge {
+		// The owners remove what the plugin made before its bindings go with its row.
+		if err := x.sup.PurgeManaged(ctx, key); err != nil {
+			return (&kernel.APIError{Status: http.StatusBadGateway, Message: fmt.Sprintf(
+				"Plugin %s was not purged: its managed resources could not all be removed: %v", key, err), Internal: err}).WithCode("managed_purge_failed")
+		}
 	}
 	if err := x.sup.Uninstall(ctx, key, purge, x.move(ctx)); err != nil {
 		return err
@@ -440,6 +452,7 @@ func (x *extensionManager) reconcile(ctx context.Context) {
 			}
 		}
 	}
+	x.sup.RefreshWasmMounts(ctx)
 	for _, key := range x.sup.Keys() {
 		if loaded, ok := x.sup.Loaded(key); ok && loaded.Source.Digest != "" && !inRegistry[key] {
 			x.queue.Unschedule(loaded.Source.Manifest)
@@ -466,8 +479,21 @@ func jsonEqual(a, b json.RawMessage) bool {
 	return norm(a) == norm(b)
 }
 
-// run reconciles every interval until ctx ends.
+// extensionsChannel is the NOTIFY channel on which the registry announces a move (see
+// migration 0010): the payload names the table, extensions or instance_settings.
+const extensionsChannel = "keel_extensions"
+
+// run follows moves made on other nodes until ctx ends: at once when the registry announces
+// one (LISTEN), and every interval as the fallback for a notice missed while the listening
+// connection was down.
 func (x *extensionManager) run(ctx context.Context, interval time.Duration) {
+	wake := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		x.listen(ctx, wake)
+	}()
+	defer func() { <-done }()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -475,8 +501,57 @@ func (x *extensionManager) run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-wake:
 		}
 		x.reconcile(ctx)
+	}
+}
+
+// listen holds a LISTEN connection on the registry's channel, reconnecting after a failure,
+// and wakes the reconcile loop for each move; an experimental flag change is handed to the
+// settings listeners (the supervisor starts or stops gated extensions).
+func (x *extensionManager) listen(ctx context.Context, wake chan<- struct{}) {
+	for ctx.Err() == nil {
+		err := x.listenOnce(ctx, wake)
+		if ctx.Err() != nil {
+			return
+		}
+		x.log.Warn("registry listener failed; reconnecting (moves are still followed every interval)", "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (x *extensionManager) listenOnce(ctx context.Context, wake chan<- struct{}) error {
+	conn, err := pgx.ConnectConfig(ctx, x.k.Pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("error connecting: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+extensionsChannel); err != nil {
+		return fmt.Errorf("error listening: %w", err)
+	}
+	// A move made while this connection was down is caught up at once.
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return fmt.Errorf("error waiting for registry notices: %w", err)
+		}
+		if n.Payload == "instance_settings" {
+			x.k.SettingsChangedElsewhere("experimental")
+			continue
+		}
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
 	}
 }
 

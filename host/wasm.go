@@ -27,7 +27,7 @@ func newWasmLoader(ctx context.Context, cacheDir string, log hclog.Logger) (*was
 
 // LoadWasm implements supervisor.WasmLoader. Limit failures come back as
 // *wasmrt.CallError, which carries its HTTP status and code (supervisor.LimitError).
-func (l *wasmLoader) LoadWasm(ctx context.Context, src *supervisor.Source, services *hostsvc.Services) (supervisor.WasmModule, error) {
+func (l *wasmLoader) LoadWasm(ctx context.Context, src *supervisor.Source, services *hostsvc.Services, opts *supervisor.WasmOptions) (supervisor.WasmModule, error) {
 	mf := src.Manifest
 	p := wasmrt.LoadParams{
 		Key: mf.Key, ModulePath: filepath.Join(src.Dir, filepath.Clean("/" + mf.Runtime.Module)[1:]),
@@ -36,7 +36,29 @@ func (l *wasmLoader) LoadWasm(ctx context.Context, src *supervisor.Source, servi
 	if mf.Runtime.Limits != nil {
 		p.Limits = *mf.Runtime.Limits
 	}
-	return l.rt.Load(ctx, p)
+	if opts != nil {
+		p.Output = opts.Output
+		p.Mounts = wasmMounts(opts.Mounts)
+	}
+	mod, err := l.rt.Load(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &wasmModule{mod}, nil
+}
+
+// wasmModule is a loaded module whose folder mounts the supervisor can change.
+type wasmModule struct{ *wasmrt.Module }
+
+// SetMounts implements supervisor.WasmMounter.
+func (w *wasmModule) SetMounts(mounts []supervisor.WasmMount) { w.Module.SetMounts(wasmMounts(mounts)) }
+
+func wasmMounts(in []supervisor.WasmMount) []wasmrt.Mount {
+	out := make([]wasmrt.Mount, 0, len(in))
+	for _, m := range in {
+		out = append(out, wasmrt.Mount{HostPath: m.HostPath, GuestPath: m.GuestPath, ReadOnly: m.ReadOnly})
+	}
+	return out
 }
 
 // Close releases the runtime.
@@ -46,4 +68,7 @@ func (l *wasmLoader) Close(ctx context.Context) {
 	}
 }
 
-var _ supervisor.LimitError = (*wasmrt.CallError)(nil)
+var (
+	_ supervisor.LimitError  = (*wasmrt.CallError)(nil)
+	_ supervisor.WasmMounter = (*wasmModule)(nil)
+)

@@ -778,6 +778,7 @@ func (e *companyCreateEndpoint) Execute(ctx context.Context, req *companyCreateR
 		map[string]any{"name": c.Name, "issuePrefix": c.IssuePrefix}); err != nil {
 		return nil, err
 	}
+	e.k.notifyCompanyCreated(c.ID)
 	return c, nil
 }
 

@@ -140,6 +140,8 @@ type Kernel struct {
 	runs    runChecks
 	// pluginRuntime is the host side of the plugin feature routes (plugin_features.go).
 	pluginRuntime PluginRuntime
+	// managed carries out the managed-resource routes (plugin_managed.go).
+	managed ManagedReconciler
 	// pluginSweep is when old webhook deliveries and job runs were last deleted (unix nanoseconds).
 	pluginSweep atomic.Int64
 
@@ -150,6 +152,8 @@ type Kernel struct {
 
 	settingsMu        sync.Mutex
 	settingsListeners []func(section string)
+	// companyListeners are called after a company is created (OnCompanyCreated).
+	companyListeners []func(companyID string)
 
 	// idemSweep is when expired Idempotency-Keys were last deleted (unix nanoseconds).
 	idemSweep atomic.Int64

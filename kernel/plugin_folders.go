@@ -208,9 +208,73 @@ func (k *Kernel) localFolderPaths(ctx context.Context, p *installedPlugin, compa
 		if st.RealPath != nil {
 			path = *st.RealPath
 		}
-		out[decl.FolderKey] = sdk.LocalFolderPath{CompanyID: companyID, FolderKey: decl.FolderKey, Path: path, Access: st.Access, Healthy: st.Healthy}
+		out[decl.FolderKey] = sdk.LocalFolderPath{CompanyID: companyID, FolderKey: decl.FolderKey,
+			Path: callerPath(p, companyID, decl.FolderKey, path), Access: st.Access, Healthy: st.Healthy}
 	}
 	return out, nil
+}
+
+// LocalFolderMount is one company's folder a wasm extension sees (wasm modules have no
+// other filesystem): its real path on this node and where the module finds it.
+type LocalFolderMount struct {
+	CompanyID string
+	FolderKey string
+	// RealPath is the checked directory on the host (symlinks resolved).
+	RealPath string
+	// GuestPath is sdk.WasmFolderPath(CompanyID, FolderKey).
+	GuestPath string
+	ReadOnly  bool
+}
+
+// LocalFolderMounts lists the folders of every company a wasm extension declares and a
+// company set: those that exist as directories keel can read on this node (a folder with
+// missing required entries is still mounted, as a process extension still gets its path).
+func (k *Kernel) LocalFolderMounts(ctx context.Context, key string, mf *sdk.Manifest) ([]LocalFolderMount, error) {
+	if len(mf.LocalFolders) == 0 {
+		return nil, nil
+	}
+	rows, err := k.Pool.Query(ctx, `SELECT company_id::text, folder_key, path FROM kernel.plugin_local_folders
+		WHERE extension_key = $1 ORDER BY company_id, folder_key`, key)
+	if err != nil {
+		return nil, fmt.Errorf("error reading local folders of %s: %w", key, err)
+	}
+	type row struct{ company, folder, path string }
+	var list []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.company, &r.folder, &r.path); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("error reading local folders of %s: %w", key, err)
+		}
+		list = append(list, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("error reading local folders of %s: %w", key, err)
+	}
+	var out []LocalFolderMount
+	for _, r := range list {
+		decl := mf.LocalFolder(r.folder)
+		if decl == nil {
+			continue
+		}
+		st := inspectFolder(decl, r.path)
+		if st.RealPath == nil || !st.Readable {
+			continue
+		}
+		out = append(out, LocalFolderMount{CompanyID: r.company, FolderKey: r.folder, RealPath: *st.RealPath,
+			GuestPath: sdk.WasmFolderPath(r.company, r.folder), ReadOnly: decl.FolderAccess() == sdk.FolderRead})
+	}
+	return out, nil
+}
+
+// callerPath is the path of a folder as the plugin sees it: the host path for a process
+// extension, the mount point for a wasm module.
+func callerPath(p *installedPlugin, companyID, folderKey, hostPath string) string {
+	if p.rec.Runtime == sdk.RuntimeWasm {
+		return sdk.WasmFolderPath(companyID, folderKey)
+	}
+	return hostPath
 }
 
 type folderCompanyRequest struct {
@@ -410,7 +474,8 @@ func (e *folderPutEndpoint) Execute(ctx context.Context, req *folderPathRequest)
 		if st.RealPath != nil {
 			target = *st.RealPath
 		}
-		in := &sdk.LocalFolderPath{CompanyID: req.CompanyID, FolderKey: d.FolderKey, Path: target, Access: st.Access, Healthy: st.Healthy}
+		in := &sdk.LocalFolderPath{CompanyID: req.CompanyID, FolderKey: d.FolderKey, Path: callerPath(p, req.CompanyID, d.FolderKey, target),
+			Access: st.Access, Healthy: st.Healthy}
 		if _, err := e.k.pluginRuntime.PluginCall(ctx, p.rec.PluginKey, sdk.LocalFolderMethod, actor, req.CompanyID, in); err != nil {
 			e.k.log.Warn("plugin not told of its local folder", "plugin", p.rec.PluginKey, "folder", d.FolderKey, "error", err)
 		}

@@ -10,6 +10,7 @@ func (k *Kernel) registerRoutes() error {
 		k.pluginLifecycleRoutes(),
 		k.pluginExampleRoutes(),
 		k.pluginFeatureRoutes(),
+		k.pluginManagedRoutes(),
 		k.companyRoutes(),
 		k.activityRoutes(),
 		k.settingsRoutes(),

@@ -292,11 +292,19 @@ func (k *Kernel) SettingsUpdate(ctx context.Context, section string, patch map[s
 }
 
 // OnSettingsChanged registers fn to be called (in its own goroutine) after a settings
-// section changes on this node. Other nodes notice within the settings cache lifetime.
+// section changes on this node, or on another node (SettingsChangedElsewhere, at once when
+// the host listens for registry notices).
 func (k *Kernel) OnSettingsChanged(fn func(section string)) {
 	k.settingsMu.Lock()
 	defer k.settingsMu.Unlock()
 	k.settingsListeners = append(k.settingsListeners, fn)
+}
+
+// SettingsChangedElsewhere tells this node that another node changed a settings section:
+// the cached copy is dropped and the OnSettingsChanged listeners run.
+func (k *Kernel) SettingsChangedElsewhere(section string) {
+	settingsCache.Delete(k.settingsCacheKey(section))
+	k.notifySettingsChanged(section)
 }
 
 func (k *Kernel) notifySettingsChanged(section string) {

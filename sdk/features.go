@@ -43,7 +43,15 @@ type RunContext struct {
 	ProjectID string `json:"projectId,omitempty"`
 }
 
-// LocalFolderPath is a company's configured path of a declared local folder.
+// WasmFolderPath is where a wasm module finds a company's local folder: its only
+// filesystem is these mounts, one per company and declared folder (read-only for a read
+// folder), and LocalFolderPath.Path says this path to a wasm module.
+func WasmFolderPath(companyID, folderKey string) string {
+	return "/local-folders/" + companyID + "/" + folderKey
+}
+
+// LocalFolderPath is a company's configured path of a declared local folder (for a wasm
+// module, its mount point; see WasmFolderPath).
 type LocalFolderPath struct {
 	CompanyID string `json:"companyId"`
 	FolderKey string `json:"folderKey"`

@@ -39,10 +39,11 @@ const (
 	CapSettings   = "settings"
 	CapStorage    = "storage"
 	CapDatabase   = "database"
+	// CapManaged (managed.go) lets a plugin declare managed resources.
 )
 
 // AllCapabilities lists every capability a manifest may declare.
-var AllCapabilities = []string{CapActivity, CapAuthz, CapPrincipals, CapCompanies, CapCalls, CapJobs, CapEvents, CapSecrets, CapSettings, CapStorage, CapDatabase}
+var AllCapabilities = []string{CapActivity, CapAuthz, CapPrincipals, CapCompanies, CapCalls, CapJobs, CapEvents, CapSecrets, CapSettings, CapStorage, CapDatabase, CapManaged}
 
 // Manifest declares an extension: what it is, how it runs, which host services it uses, the
 // methods it provides and uses, its routes, jobs, event subscriptions, UI slots, the flag
@@ -83,6 +84,9 @@ type Manifest struct {
 	Webhooks []Webhook `json:"webhooks,omitempty"`
 	// LocalFolders are host folders a company points the extension at, one path per company.
 	LocalFolders []LocalFolder `json:"localFolders,omitempty"`
+	// Managed are agents, projects, routines and skills keel creates and keeps for the
+	// plugin in every company (needs the managed capability).
+	Managed *Managed `json:"managed,omitempty"`
 	// Flag is the experimental instance setting that must be on for the extension to run.
 	Flag string `json:"flag,omitempty"`
 	// FlagOff is the answer of the extension's routes while its flag is off (default 404 "Not found").
@@ -605,6 +609,9 @@ func (m *Manifest) Validate() error {
 		if _, err := CompileSchema(m.Key+"/config", m.ConfigSchema); err != nil {
 			return fmt.Errorf("invalid manifest %s: config schema: %w", m.Key, err)
 		}
+	}
+	if err := m.validateManaged(); err != nil {
+		return err
 	}
 	return m.validateFeatures()
 }

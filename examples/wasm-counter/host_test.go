@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,6 +79,47 @@ func TestThroughHost(t *testing.T) {
 		require.Less(t, time.Since(began), 10*time.Second)
 		require.Equal(t, float64(2), count(h.Do("GET", base, nil)), "the next call works")
 		require.Equal(t, http.StatusOK, h.Do("GET", "/api/health", nil).Status, "the host keeps serving")
+	})
+
+	t.Run("LocalFolder", func(t *testing.T) {
+		notes, outside := t.TempDir(), t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(notes, "hello.txt"), []byte("hi from the notes"), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("secret"), 0o644))
+		require.NoError(t, os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(notes, "escape")))
+		read := func(file string) (content, failure string) {
+			t.Helper()
+			res := h.Do("POST", "/api/plugins/tools/execute", map[string]any{"tool": "example.wasm_counter:read_note",
+				"parameters": map[string]any{"file": file}, "runContext": map[string]any{"companyId": company}})
+			require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+			var out struct {
+				Result struct {
+					Content string `json:"content"`
+					Error   string `json:"error"`
+				} `json:"result"`
+			}
+			res.JSON(t, &out)
+			return out.Result.Content, out.Result.Error
+		}
+		_, failure := read("hello.txt")
+		require.Contains(t, failure, "not set", "no folder before the company sets one")
+
+		res := h.Do("PUT", "/api/plugins/example.wasm_counter/companies/"+company+"/local-folders/notes", map[string]any{"path": notes})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		content, failure := read("hello.txt")
+		require.Empty(t, failure)
+		require.Equal(t, "hi from the notes", content, "the module reads its folder, mounted at /local-folders/<companyId>/notes")
+		for _, file := range []string{"escape", "../../../" + filepath.Base(outside) + "/secret.txt", filepath.Join(outside, "secret.txt"), "/etc/hostname"} {
+			content, failure := read(file)
+			require.Empty(t, content, "%s is out of reach", file)
+			require.NotEmpty(t, failure, "%s is out of reach", file)
+		}
+
+		// What the module writes to stdout and stderr lands in the plugin's log.
+		sdktest.WaitFor(t, 10*time.Second, func() bool {
+			res := h.Do("GET", "/api/plugins/example.wasm_counter/logs?limit=50", nil)
+			return res.Status == http.StatusOK && strings.Contains(string(res.Body), "read note hello.txt (17 bytes)") &&
+				strings.Contains(string(res.Body), "cannot read escape")
+		}, "the module's output in its log")
 	})
 
 	t.Run("OtherCompanyRefused", func(t *testing.T) {

@@ -12,7 +12,9 @@ import (
 	_ "embed"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
+	"strings"
 
 	"github.com/keelhq/keel/sdk/wasmguest"
 )
@@ -91,10 +93,15 @@ func (c *Counter) increment(w http.ResponseWriter, r *http.Request) {
 	wasmguest.WriteJSON(w, http.StatusOK, countResponse{Count: n})
 }
 
-// load reads the company's counter (0 when unset).
-// ExecuteTool runs the declared count tool: agents read the counter of their company.
+// ExecuteTool runs the declared tools: count reads the counter of the caller's company;
+// read_note reads a file of the company's notes folder, which the host mounts into the
+// module (its only filesystem), and says so on stdout, which lands in the plugin's log.
 func (c *Counter) ExecuteTool(ctx context.Context, call *wasmguest.ToolCall) (*wasmguest.ToolResult, error) {
-	if call.Tool != "count" {
+	switch call.Tool {
+	case "count":
+	case "read_note":
+		return readNote(call)
+	default:
 		return nil, &wasmguest.Error{Status: http.StatusNotFound, Message: "unknown tool " + call.Tool}
 	}
 	n, err := load(ctx, call.RunContext.CompanyID)
@@ -104,6 +111,33 @@ func (c *Counter) ExecuteTool(ctx context.Context, call *wasmguest.ToolCall) (*w
 	return &wasmguest.ToolResult{Content: fmt.Sprintf("the counter is at %d", n), Data: countResponse{Count: n}}, nil
 }
 
+// readNote reads parameters.file: a path relative to the notes folder, or an absolute one
+// (which the module cannot reach unless it lies in a mounted folder).
+func readNote(call *wasmguest.ToolCall) (*wasmguest.ToolResult, error) {
+	var in struct {
+		File string `json:"file"`
+	}
+	if err := call.Bind(&in); err != nil {
+		return nil, err
+	}
+	folder, ok := call.LocalFolders["notes"]
+	if !ok {
+		return &wasmguest.ToolResult{Error: "the notes folder is not set for this company"}, nil
+	}
+	p := in.File
+	if !strings.HasPrefix(p, "/") {
+		p = folder.Path + "/" + p
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cannot read %s: %v\n", in.File, err)
+		return &wasmguest.ToolResult{Error: err.Error()}, nil
+	}
+	fmt.Printf("read note %s (%d bytes)\n", in.File, len(b))
+	return &wasmguest.ToolResult{Content: string(b)}, nil
+}
+
+// load reads the company's counter (0 when unset).
 func load(ctx context.Context, company string) (int64, error) {
 	b, found, err := wasmguest.StorageGet(ctx, company, storageKey)
 	if err != nil || !found {

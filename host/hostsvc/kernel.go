@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/google/uuid"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -472,6 +473,16 @@ type calls struct {
 }
 
 func (s *calls) Invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1.InvokeResponse, error) {
+	if strings.HasPrefix(req.Method, "keel.managed.") {
+		// A plugin's calls about its own managed resources need the managed capability only.
+		if err := s.need(sdk.CapManaged); err != nil {
+			return nil, err
+		}
+		if s.d.Invoker == nil {
+			return nil, status.Error(codes.Unavailable, "no extension calls are routed on this host")
+		}
+		return s.d.Invoker.Invoke(ctx, s.m.Key, req)
+	}
 	if err := s.need(sdk.CapCalls); err != nil {
 		return nil, err
 	}

@@ -197,6 +197,12 @@ type registry struct {
 	tags     map[string]map[string]string
 	tamper   map[string]bool // name@version whose tarball is served altered
 	paths    []string
+	// token, when set, is the bearer token every request must carry (401 otherwise).
+	token string
+	// auths are the Authorization headers received, one per request.
+	auths []string
+	// tarballs, when set, is the base URL tarballs are said to live at (another host).
+	tarballs string
 }
 
 func newRegistry(t *testing.T) *registry {
@@ -220,10 +226,22 @@ func (r *registry) publish(name, version string, tarball []byte, tags ...string)
 	}
 }
 
+func (r *registry) tarballBase() string {
+	if r.tarballs != "" {
+		return r.tarballs
+	}
+	return r.srv.URL
+}
+
 func (r *registry) serve(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.paths = append(r.paths, req.URL.EscapedPath())
+	r.auths = append(r.auths, req.Header.Get("Authorization"))
+	if r.token != "" && req.Header.Get("Authorization") != "Bearer "+r.token {
+		http.Error(w, `{"error":"Unauthorized"}`, http.StatusUnauthorized)
+		return
+	}
 	if file, ok := strings.CutPrefix(req.URL.Path, "/-/"); ok {
 		name, version, _ := strings.Cut(strings.TrimSuffix(file, ".tgz"), "@@")
 		name = strings.ReplaceAll(name, "__", "/")
@@ -249,7 +267,7 @@ func (r *registry) serve(w http.ResponseWriter, req *http.Request) {
 	for v, b := range versions {
 		s := sha512.Sum512(b)
 		vs[v] = map[string]any{"name": name, "version": v, "dist": map[string]any{
-			"tarball":   r.srv.URL + "/-/" + strings.ReplaceAll(name, "/", "__") + "@@" + v + ".tgz",
+			"tarball":   r.tarballBase() + "/-/" + strings.ReplaceAll(name, "/", "__") + "@@" + v + ".tgz",
 			"integrity": "sha512-" + base64.StdEncoding.EncodeToString(s[:]),
 		}}
 	}

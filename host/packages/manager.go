@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -49,6 +50,10 @@ type Options struct {
 	// NPMRegistry is the npm registry base URL (SERVICE_NPM_REGISTRY, default
 	// https://registry.npmjs.org).
 	NPMRegistry string
+	// NPMToken (SERVICE_NPM_TOKEN) is sent as a bearer token to the registry's own host
+	// only (its packuments and the tarballs it serves itself), never to another host a
+	// packument or a redirect points at, and never logged.
+	NPMToken string
 	// NPMTimeout bounds a packument request (default 30s), NPMTarballTimeout a tarball
 	// download (default 2m).
 	NPMTimeout        time.Duration
@@ -100,6 +105,18 @@ func New(opts Options) (*Manager, error) {
 	opts.Limits = opts.Limits.withDefaults()
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{}
+	}
+	if opts.NPMToken != "" {
+		// The token is added per hop by the transport, so a redirect to another host
+		// never carries it.
+		c := *opts.HTTPClient
+		base := c.Transport
+		if base == nil {
+			base = http.DefaultTransport
+		}
+		u, _ := url.Parse(opts.NPMRegistry)
+		c.Transport = &bearerTransport{base: base, scheme: u.Scheme, host: u.Host, token: opts.NPMToken}
+		opts.HTTPClient = &c
 	}
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()

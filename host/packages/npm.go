@@ -69,6 +69,12 @@ func (m *Manager) fetchNPM(ctx context.Context, name, version string) ([]byte, s
 	switch {
 	case status == http.StatusNotFound:
 		return nil, "", kernel.NotFound(fmt.Sprintf("npm package %s not found in %s", name, registry)).WithCode("npm_package_not_found")
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		hint := "set SERVICE_NPM_TOKEN for a private registry"
+		if m.opts.NPMToken != "" {
+			hint = "the SERVICE_NPM_TOKEN was refused"
+		}
+		return nil, "", badGateway("npm registry %s answered %d for %s (%s)", registry, status, name, hint).WithCode("npm_registry_unauthorized")
 	case status != http.StatusOK:
 		return nil, "", badGateway("npm registry %s answered %d for %s", registry, status, name)
 	}
@@ -128,6 +134,25 @@ func sha512Integrity(integrity string) ([]byte, error) {
 	}
 	return nil, errors.New("it has no sha512 dist.integrity")
 }
+
+// bearerTransport adds the registry token to requests for the registry's own scheme and
+// host (port included) and to no other.
+type bearerTransport struct {
+	base                http.RoundTripper
+	scheme, host, token string
+}
+
+func (t *bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != t.scheme || !strings.EqualFold(req.URL.Host, t.host) {
+		return t.base.RoundTrip(req)
+	}
+	r := req.Clone(req.Context())
+	r.Header.Set("Authorization", "Bearer "+t.token)
+	return t.base.RoundTrip(r)
+}
+
+// String keeps the token out of any printed form of the transport.
+func (t *bearerTransport) String() string { return "bearer(" + t.scheme + "://" + t.host + ")" }
 
 type tooLargeError struct{ max int64 }
 

@@ -93,3 +93,50 @@ func TestNPMInstall(t *testing.T) {
 		requireAPIError(t, err, http.StatusBadRequest, "npm tarball of plain-keel-pkg@3.0.0 is larger than 64 bytes")
 	})
 }
+
+// TestNPMToken installs from a private registry: the token goes to the registry's host as
+// a bearer token and to no other host (a tarball served elsewhere gets none); without it,
+// or with a wrong one, the refusal says so.
+func TestNPMToken(t *testing.T) {
+	t.Parallel()
+	k := newKernel(t)
+	reg, cdn := newRegistry(t), newRegistry(t)
+	reg.token = "s3cret-npm-token"
+	tgz := makeTgz(t, prefixed("package/", wasmFiles("test.npm_private")))
+	reg.publish("private-pkg", "1.0.0", tgz)
+	reg.publish("elsewhere-pkg", "1.0.0", tgz)
+	cdn.publish("elsewhere-pkg", "1.0.0", tgz)
+	ctx := context.Background()
+
+	t.Run("NoToken", func(t *testing.T) {
+		m := newManager(t, k, func(o *packages.Options) { o.NPMRegistry = reg.srv.URL })
+		_, err := m.Install(ctx, packages.Request{PackageName: "private-pkg"})
+		requireAPIErrorContains(t, err, http.StatusBadGateway, "answered 401 for private-pkg (set SERVICE_NPM_TOKEN for a private registry)")
+	})
+	t.Run("WrongToken", func(t *testing.T) {
+		m := newManager(t, k, func(o *packages.Options) { o.NPMRegistry = reg.srv.URL; o.NPMToken = "wrong" })
+		_, err := m.Install(ctx, packages.Request{PackageName: "private-pkg"})
+		requireAPIErrorContains(t, err, http.StatusBadGateway, "(the SERVICE_NPM_TOKEN was refused)")
+		require.NotContains(t, err.Error(), "wrong", "the token is never in an error")
+	})
+	t.Run("Token", func(t *testing.T) {
+		m := newManager(t, k, func(o *packages.Options) { o.NPMRegistry = reg.srv.URL; o.NPMToken = reg.token })
+		pkg, err := m.Install(ctx, packages.Request{PackageName: "private-pkg"})
+		require.NoError(t, err)
+		require.Equal(t, "test.npm_private", pkg.Manifest.Key)
+	})
+	t.Run("OnlyToTheRegistryHost", func(t *testing.T) {
+		reg.mu.Lock()
+		reg.tarballs = cdn.srv.URL
+		reg.mu.Unlock()
+		m := newManager(t, k, func(o *packages.Options) { o.NPMRegistry = reg.srv.URL; o.NPMToken = reg.token })
+		_, err := m.Install(ctx, packages.Request{PackageName: "elsewhere-pkg"})
+		require.NoError(t, err)
+		cdn.mu.Lock()
+		defer cdn.mu.Unlock()
+		require.NotEmpty(t, cdn.auths, "the tarball came from the other host")
+		for _, a := range cdn.auths {
+			require.Empty(t, a, "no token to another host")
+		}
+	})
+}

@@ -190,6 +190,49 @@ func (s *Supervisor) PluginLogs(key string, limit int) []kernel.PluginLogLine {
 	return lines
 }
 
+// wasmMounts returns the local folders a wasm extension sees on this node.
+func (s *Supervisor) wasmMounts(ctx context.Context, m *managed) ([]WasmMount, error) {
+	rows, err := s.k.LocalFolderMounts(ctx, m.key, m.src.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]WasmMount, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, WasmMount{HostPath: r.RealPath, GuestPath: r.GuestPath, ReadOnly: r.ReadOnly})
+	}
+	return out, nil
+}
+
+// refreshMounts gives a running wasm module the local folders its companies set now.
+func (s *Supervisor) refreshMounts(ctx context.Context, m *managed) {
+	mod, ok := m.wasmModule().(WasmMounter)
+	if !ok || len(m.src.Manifest.LocalFolders) == 0 {
+		return
+	}
+	mounts, err := s.wasmMounts(ctx, m)
+	if err != nil {
+		s.log.Warn("error reading local folders of a wasm extension", "extension", m.key, "error", err)
+		return
+	}
+	mod.SetMounts(mounts)
+}
+
+// RefreshWasmMounts gives every running wasm extension the local folders its companies set
+// now (a folder set on another node reaches this one through the registry's notices).
+func (s *Supervisor) RefreshWasmMounts(ctx context.Context) {
+	s.mu.RLock()
+	list := make([]*managed, 0, len(s.exts))
+	for _, m := range s.exts {
+		if len(m.src.Manifest.LocalFolders) > 0 && m.src.Manifest.Runtime.Kind == sdk.RuntimeWasm {
+			list = append(list, m)
+		}
+	}
+	s.mu.RUnlock()
+	for _, m := range list {
+		s.refreshMounts(ctx, m)
+	}
+}
+
 // PluginCall implements kernel.PluginRuntime: one reserved Call, as the host, into a loaded
 // extension (started first if it is lazy).
 func (s *Supervisor) PluginCall(ctx context.Context, key, method string, actor *kernel.Actor, companyID string, input any) (json.RawMessage, error) {
@@ -206,6 +249,10 @@ func (s *Supervisor) PluginCall(ctx context.Context, key, method string, actor *
 	client, apiErr := s.clientFor(ctx, m)
 	if apiErr != nil {
 		return nil, apiErr
+	}
+	if method == sdk.LocalFolderMethod {
+		// A wasm module sees a company's new folder from its next instance on.
+		s.refreshMounts(ctx, m)
 	}
 	callCtx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()

@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -238,7 +240,12 @@ func (m *managed) launchWasm(ctx context.Context, configure *extensionv1.Configu
 		m.setStatus(ctx, kernel.ExtensionError, "extension.failed", err)
 		return err
 	}
-	mod, err := m.s.wasm.LoadWasm(ctx, m.src, m.services)
+	mounts, err := m.s.wasmMounts(ctx, m)
+	if err != nil {
+		m.setStatus(ctx, kernel.ExtensionError, "extension.failed", err)
+		return err
+	}
+	mod, err := m.s.wasm.LoadWasm(ctx, m.src, m.services, &WasmOptions{Output: m.s.feat.ring(m.key), Mounts: mounts})
 	if err != nil {
 		m.setStatus(ctx, kernel.ExtensionError, "extension.failed", err)
 		return err
@@ -267,7 +274,7 @@ func (m *managed) command() (*exec.Cmd, *plugin.SecureConfig, error) {
 	var secure *plugin.SecureConfig
 	if m.src.Builtin {
 		cmd = exec.Command(m.s.cfg.Executable, "extension", m.key)
-		cmd.Env = append(os.Environ(), RoleEnv+"="+m.key)
+		cmd.Env = append(extensionEnviron(), RoleEnv+"="+m.key)
 	} else {
 		exe, digest, ok := mf.Runtime.ExecutableFor(hostPlatform)
 		if !ok {
@@ -286,7 +293,7 @@ func (m *managed) command() (*exec.Cmd, *plugin.SecureConfig, error) {
 		}
 		cmd = exec.Command(path)
 		cmd.Dir = m.src.Dir
-		cmd.Env = os.Environ()
+		cmd.Env = extensionEnviron()
 	}
 	if n := m.s.cfg.ExtensionGOMAXPROCS; n > 0 {
 		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(n))
@@ -379,6 +386,23 @@ func (m *managed) launchProcess(ctx context.Context, configure *extensionv1.Conf
 	}
 	m.mu.Unlock()
 	return nil
+}
+
+// hostSecretEnv are environment variables of keel's own secrets that no extension
+// process inherits.
+var hostSecretEnv = []string{"SERVICE_NPM_TOKEN"}
+
+// extensionEnviron is keel's environment without its own secrets.
+func extensionEnviron() []string {
+	env := os.Environ()
+	out := env[:0:0]
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(hostSecretEnv, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // watch notices a dead process at once (and a hung one at the next failed health ping) and

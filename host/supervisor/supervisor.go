@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -117,7 +118,28 @@ type DatabaseProvisioner interface {
 
 // WasmLoader compiles a wasm extension and returns a client for it.
 type WasmLoader interface {
-	LoadWasm(ctx context.Context, src *Source, services *hostsvc.Services) (WasmModule, error)
+	LoadWasm(ctx context.Context, src *Source, services *hostsvc.Services, opts *WasmOptions) (WasmModule, error)
+}
+
+// WasmOptions are what a wasm module gets from this node besides its package.
+type WasmOptions struct {
+	// Output receives the module's log lines (stdout, stderr, keel.log) as hclog JSON
+	// lines: the plugin's log ring, as a process extension's stderr.
+	Output io.Writer
+	// Mounts are its companies' local folders, its only filesystem.
+	Mounts []WasmMount
+}
+
+// WasmMount is one host directory a wasm module sees at a guest path.
+type WasmMount struct {
+	HostPath, GuestPath string
+	ReadOnly            bool
+}
+
+// WasmMounter is implemented by wasm modules whose mounts can change while they run: new
+// instances see the new folders.
+type WasmMounter interface {
+	SetMounts(mounts []WasmMount)
 }
 
 // WasmModule is a loaded wasm extension.

@@ -146,6 +146,12 @@ func newHostCalls(key string, services *hostsvc.Services, capabilities []string,
 			h.handlers[id] = svc.bind(services)
 		}
 	}
+	// A plugin with managed resources reaches them through calls.invoke (the reserved
+	// keel.managed.* calls); the calls service refuses it every other method unless it
+	// declares calls too.
+	if caps[sdk.CapManaged] {
+		h.declared[5] = true
+	}
 	return h
 }
 
@@ -254,5 +260,7 @@ func (m *Module) hostLog(_ context.Context, mod api.Module, stack []uint64) {
 	if lvl < hclog.Trace || lvl > hclog.Error {
 		lvl = hclog.Info
 	}
-	m.log.Log(lvl, validUTF8(b))
+	msg := validUTF8(b)
+	m.log.Log(lvl, msg)
+	m.sink.write(lvl, msg, "")
 }

@@ -27,6 +27,9 @@ type instance struct {
 	stderr *guestOutput
 
 	configGen uint64
+	// mountGen is the module's mount generation the instance was made with; an instance
+	// of an older one is closed instead of being pooled again.
+	mountGen uint64
 	// done ends sleeps of the current call (its context's Done).
 	done <-chan struct{}
 	// fault is set by a host function when the guest broke the ABI or trapped inside a
@@ -83,11 +86,15 @@ func (m *Module) callContext(parent context.Context, inst *instance, timeout tim
 // newInstance instantiates the module (running _initialize within the time limit, but
 // never less than minStartTimeout) and checks keel_api_version.
 func (m *Module) newInstance(parent context.Context) (*instance, error) {
-	inst := &instance{m: m, stderr: newGuestOutput(m.log, "stderr")}
+	m.mu.Lock()
+	mounts, mountGen := m.mounts, m.mountGen
+	m.mu.Unlock()
+	inst := &instance{m: m, stderr: newGuestOutput(m.log, m.sink, "stderr"), mountGen: mountGen}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(m.start...).
-		WithStdout(newGuestOutput(m.log, "stdout")).
+		WithFSConfig(fsConfig(mounts)).
+		WithStdout(newGuestOutput(m.log, m.sink, "stdout")).
 		WithStderr(inst.stderr).
 		WithSysWalltime().
 		WithSysNanotime().

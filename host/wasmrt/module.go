@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -47,6 +48,41 @@ type LoadParams struct {
 	Services *hostsvc.Services
 	// Capabilities are the manifest's capabilities; host calls outside them are refused.
 	Capabilities []string
+	// Mounts are the host folders the module sees (its declared local folders); without
+	// any it sees no filesystem at all. SetMounts changes them.
+	Mounts []Mount
+	// Output receives what the module logs (stdout and stderr lines, keel.log calls) as
+	// hclog JSON lines, like a process extension's stderr; nil drops it.
+	Output io.Writer
+}
+
+// Mount is a host directory a module sees at a guest path.
+type Mount struct {
+	// HostPath is the directory on the host (already checked: absolute, real, a directory).
+	HostPath string
+	// GuestPath is where the module sees it, such as /local-folders/<companyId>/notes.
+	GuestPath string
+	// ReadOnly refuses the module's writes.
+	ReadOnly bool
+}
+
+// SetMounts changes the folders the module sees: instances made from now on mount them,
+// idle instances are closed, and busy ones are closed when their call ends. Setting the
+// same mounts again changes nothing.
+func (m *Module) SetMounts(mounts []Mount) {
+	m.mu.Lock()
+	if slices.Equal(m.mounts, mounts) {
+		m.mu.Unlock()
+		return
+	}
+	m.mounts = slices.Clone(mounts)
+	m.mountGen++
+	idle := m.idle
+	m.idle = nil
+	m.mu.Unlock()
+	for _, inst := range idle {
+		inst.close()
+	}
 }
 
 // Module is one loaded wasm extension: a compiled module and a pool of instances. It
@@ -74,6 +110,11 @@ type Module struct {
 	closed    bool
 	config    []byte // the last ConfigureRequest, encoded
 	configGen uint64 // bumped by each Configure
+	mounts    []Mount
+	mountGen  uint64 // bumped by each change of mounts
+
+	// sink is the extension's own log (LoadParams.Output).
+	sink *guestSink
 }
 
 var _ extensionv1.ExtensionClient = (*Module)(nil)
@@ -105,7 +146,10 @@ func (r *Runtime) Load(ctx context.Context, p LoadParams) (*Module, error) {
 			return nil, fmt.Errorf("error loading wasm extension %s: module %s has sha256 %s, but the manifest expects %s", p.Key, p.ModulePath, got, p.SHA256)
 		}
 	}
-	m := &Module{key: p.Key, owner: r, log: r.log.Named(p.Key)}
+	m := &Module{key: p.Key, owner: r, log: r.log.Named(p.Key), mounts: slices.Clone(p.Mounts)}
+	if p.Output != nil {
+		m.sink = &guestSink{out: p.Output}
+	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.memoryMB, m.timeoutMS = p.Limits.MemoryMB, p.Limits.TimeoutMS
 	if m.memoryMB <= 0 {
@@ -299,7 +343,7 @@ func (m *Module) acquire(ctx context.Context) (*instance, error) {
 // release returns a healthy instance to the pool and closes a broken one.
 func (m *Module) release(inst *instance, healthy bool) {
 	m.mu.Lock()
-	if healthy && !m.closed {
+	if healthy && !m.closed && inst.mountGen == m.mountGen {
 		m.idle = append(m.idle, inst)
 		m.mu.Unlock()
 	} else {

@@ -2,9 +2,38 @@ package wasmrt
 
 import (
 	"bytes"
+	"encoding/json"
+	"io"
+	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
+
+// guestSink writes what a module logs (its stdout and stderr lines and keel.log calls) to
+// the extension's log as hclog JSON lines, one per line, like a process extension's stderr.
+type guestSink struct {
+	mu  sync.Mutex
+	out io.Writer
+}
+
+// write appends one line at a level; a nil sink drops it.
+func (s *guestSink) write(level hclog.Level, msg, stream string) {
+	if s == nil || s.out == nil {
+		return
+	}
+	rec := map[string]any{"@timestamp": time.Now().UTC().Format(time.RFC3339Nano), "@level": level.String(), "@message": msg}
+	if stream != "" {
+		rec["stream"] = stream
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, _ = s.out.Write(append(b, '\n'))
+}
 
 // headBytes is how much of a call's stderr is kept for the error of a failed call.
 const headBytes = 2 << 10
@@ -16,14 +45,15 @@ var outOfMemory = []byte("out of memory")
 // failure.
 type guestOutput struct {
 	log    hclog.Logger
+	sink   *guestSink
 	stream string
 	line   []byte
 	head   []byte
 	oom    bool
 }
 
-func newGuestOutput(log hclog.Logger, stream string) *guestOutput {
-	return &guestOutput{log: log, stream: stream}
+func newGuestOutput(log hclog.Logger, sink *guestSink, stream string) *guestOutput {
+	return &guestOutput{log: log, sink: sink, stream: stream}
 }
 
 // Write logs each complete line; it never fails.
@@ -59,6 +89,9 @@ func (o *guestOutput) emit(line []byte) {
 	} else {
 		o.log.Debug(string(line), "stream", o.stream)
 	}
+	// The extension's own log keeps both streams at info, as it keeps a process
+	// extension's plain stderr lines.
+	o.sink.write(hclog.Info, validUTF8(line), o.stream)
 }
 
 // reset forgets what earlier calls wrote.

@@ -17,6 +17,7 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/keelhq/keel/sdk"
+	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
 )
 
 // Route is one HTTP route: its manifest entry and its handler.
@@ -235,4 +236,46 @@ func QueryParams(v any) []sdk.QueryParam {
 		out = append(out, p)
 	}
 	return out
+}
+
+// ServeRoute answers a provided method with one of the extension's own routes: it runs a
+// request (method, path, JSON body) through h as the call's actor (the system actor when
+// none) in the call's company, and returns the answer's body, or an *sdk.Error carrying the
+// route's error status, text, code and details. Owners use it to offer a route's exact
+// validation and side effects to other extensions without a second code path. pattern is
+// the route's manifest pattern ("POST /api/companies/{companyId}/agents").
+func ServeRoute(ctx context.Context, h http.Handler, call *sdk.MethodCall, pattern, path string, body any) (json.RawMessage, error) {
+	method, _, _ := strings.Cut(pattern, " ")
+	var raw []byte
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, &sdk.Error{Status: http.StatusBadRequest, Message: "undecodable input: " + err.Error()}
+		}
+		raw = b
+	}
+	actor := call.Actor
+	if actor == nil || actor.Type == "" || actor.Type == "none" {
+		actor = sdk.SystemActor()
+	}
+	res := sdk.ServeHTTPRequest(ctx, h, &extensionv1.HTTPRequest{Method: method, Path: path, Body: raw, Actor: actor,
+		CompanyId: call.CompanyID, Pattern: pattern,
+		Headers: map[string]*extensionv1.HeaderValues{"Content-Type": {Values: []string{"application/json"}}}})
+	if res.Status >= 200 && res.Status < 300 {
+		return res.Body, nil
+	}
+	var e struct {
+		Error   string          `json:"error"`
+		Code    string          `json:"code"`
+		Details json.RawMessage `json:"details"`
+	}
+	_ = json.Unmarshal(res.Body, &e)
+	if e.Error == "" {
+		e.Error = http.StatusText(int(res.Status))
+	}
+	out := &sdk.Error{Status: int(res.Status), Message: e.Error, Code: e.Code}
+	if len(e.Details) > 0 {
+		out.Details = e.Details
+	}
+	return nil, out
 }
