@@ -12,49 +12,10 @@ import (
 )
 
 func init() {
-	addMethods(map[string]method{
-		"create": {
-			Description: "Create an agent with its configuration, as POST /api/companies/{companyId}/agents does (status idle): " +
-				"input {companyId (the call's company wins), name, role?, title?, capabilities?, adapterType?, adapterConfig?, " +
-				"runtimeConfig?, metadata?}. Used by the kernel when it approves an agent's join request. Output: the agent.",
-			Call: callCreate,
-		},
-	})
 	addRoutes(route{Method: "GET", Path: "/api/instance/scheduler-heartbeats", Access: sdk.AccessInstanceAdmin,
 		Response: new([]schedulerHeartbeat),
 		Summary:  "Agents of every company whose timer heartbeat is enabled, with interval, last heartbeat and next due time",
 		Handle:   handleSchedulerHeartbeats})
-}
-
-func callCreate(a *Agents, ctx context.Context, call *sdk.MethodCall) (any, error) {
-	var in struct {
-		agentCreateBody
-		CompanyID string `json:"companyId"`
-	}
-	if err := call.Bind(&in); err != nil {
-		return nil, err
-	}
-	companyID := call.CompanyID
-	if companyID == "" {
-		companyID = in.CompanyID
-	}
-	if !isUUID(companyID) {
-		return nil, invalid("companyId", "is required")
-	}
-	ctx = methodCtx(ctx, call, companyID)
-	cfg, role, err := a.newConfig(ctx, companyID, &in.agentCreateBody)
-	if err != nil {
-		return nil, err
-	}
-	ag, err := a.createAgent(ctx, companyID, in.Name, role, statusIdle, cfg, 0)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.activity(ctx, companyID, "agent.created", "agent", ag.ID.Id,
-		map[string]any{"name": ag.ID.Name, "role": ag.ID.Role, "adapterType": cfg.AdapterType}); err != nil {
-		a.log.Warn("error logging activity", "error", err)
-	}
-	return ag.record(false), nil
 }
 
 // schedulerHeartbeat is one timer-driven agent as GET /api/instance/scheduler-heartbeats

@@ -17,7 +17,8 @@ func init() {
 		"create": {
 			Description: "Create an agent in the call's company. Input: the create body of POST /api/companies/{companyId}/agents, " +
 				"plus status (idle, default, or paused) and adapterPreference (adapter types in order: the first the registry " +
-				"knows is used, else adapterType). Output: the agent.",
+				"knows is used, else adapterType). Used by the host for plugins' managed agents and by the kernel when it " +
+				"approves an agent's join request. Output: the agent.",
 			Call: callCreate,
 		},
 		"update": {

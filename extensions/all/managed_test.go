@@ -133,8 +133,8 @@ func TestPluginManagedResources(t *testing.T) {
 	routineID := resourceID(t, l, sdk.ManagedRoutineKind, "nightly-wiki-lint")
 	require.Equal(t, sdk.ManagedCreated, l.Find(sdk.ManagedAgentKind, "wiki-maintainer").Status)
 	require.Equal(t, "paused", l.Find(sdk.ManagedAgentKind, "wiki-maintainer").OwnerStatus)
-	skill := l.Find(sdk.ManagedSkillKind, "wiki-ingest")
-	require.Equal(t, sdk.ManagedSkipped, skill.Status, "no skills owner on this instance: %+v", skill)
+	require.Equal(t, sdk.ManagedCreated, l.Find(sdk.ManagedSkillKind, "wiki-ingest").Status)
+	skillID := resourceID(t, l, sdk.ManagedSkillKind, "wiki-ingest")
 
 	t.Run("MadeAsDeclared", func(t *testing.T) {
 		ag := h.Do("GET", "/api/agents/"+agentID, nil).Map(t)
@@ -157,6 +157,10 @@ func TestPluginManagedResources(t *testing.T) {
 		require.Equal(t, "schedule", tr["kind"])
 		require.Equal(t, false, tr["enabled"], "the schedule is off")
 		require.Equal(t, "0 3 * * *", tr["cronExpression"])
+		sk := h.Do("GET", "/api/companies/"+company+"/skills/"+skillID, nil).Map(t)
+		require.Equal(t, "Wiki ingest", sk["name"])
+		require.Equal(t, plugin, sk["managedBy"], "the skills owner knows which plugin manages it")
+		require.Contains(t, sk["key"], "plugin/", "a managed skill's key is the plugin's own")
 	})
 
 	// The board renames the agent; a disable and an enable do not duplicate or undo it.
@@ -286,6 +290,7 @@ func TestPluginManagedResources(t *testing.T) {
 	require.Equal(t, "terminated", h.Do("GET", "/api/agents/"+agentID, nil).Map(t)["status"])
 	require.Equal(t, http.StatusNotFound, h.Do("GET", "/api/projects/"+projectID, nil).Status)
 	require.Equal(t, "archived", h.Do("GET", "/api/routines/"+routineID, nil).Map(t)["status"])
+	require.Equal(t, http.StatusNotFound, h.Do("GET", "/api/companies/"+company+"/skills/"+skillID, nil).Status, "the managed skill is deleted")
 	require.Equal(t, 0, managedAgents(t, h, later))
 	var rows int
 	require.NoError(t, h.Kernel.Pool.QueryRow(t.Context(), `SELECT count(*) FROM kernel.plugin_managed_resources WHERE extension_key = $1`, plugin).Scan(&rows))

@@ -270,6 +270,16 @@ func (x *Skills) methodUpsert(ctx context.Context, call *sdk.MethodCall) (any, e
 	if err != nil {
 		return nil, err
 	}
+	res, err := x.upsert(ctx, call, in)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"skill": res.Skill, "created": res.Created, "changed": res.Changed}, nil
+}
+
+// upsert creates or updates a skill keyed on (company, key) from the files of in.
+func (x *Skills) upsert(ctx context.Context, call *sdk.MethodCall, in *methodInput) (*upsertResult, error) {
+	var err error
 	var d []sdk.ValidationDetail
 	bad := func(p, m string) { d = append(d, sdk.ValidationDetail{Path: p, Message: m}) }
 	files := map[string][]byte{}
@@ -396,5 +406,5 @@ func (x *Skills) methodUpsert(ctx context.Context, call *sdk.MethodCall) (any, e
 		}
 		x.logImport(sdk.WithRequestInfo(ctx, call.Actor, call.CompanyID, "", nil), call.CompanyID, src, out, "upsert:"+call.Caller)
 	}
-	return map[string]any{"skill": res.Skill, "created": res.Created, "changed": res.Changed}, nil
+	return res, nil
 }

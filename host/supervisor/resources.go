@@ -38,10 +38,10 @@ var managedOwners = map[string]managedOwner{
 	sdk.ManagedAgentKind:   {create: "agents.create", get: "agents.get", update: "agents.update", remove: "agents.terminate", idField: "agentId", nameField: "name"},
 	sdk.ManagedProjectKind: {create: "work.projects.create", get: "work.projects.get", update: "work.projects.update", remove: "work.projects.delete", idField: "projectId", nameField: "name"},
 	sdk.ManagedRoutineKind: {create: "routines.create", get: "routines.get", update: "routines.update", remove: "routines.archive", idField: "routineId", nameField: "title"},
-	// The skills owner provides these (input {companyId, key, slug, name, description,
-	// markdown, metadata}; get and delete take {skillId}); until one is loaded, managed
-	// skills are reported as skipped.
-	sdk.ManagedSkillKind: {create: "skills.create", get: "skills.get", update: "skills.update", remove: "skills.delete", idField: "skillId", nameField: "name"},
+	// The skills owner's managed.* methods take {key, slug, name, description, markdown,
+	// metadata}; get, update and delete name the skill by {skillId}. While the skills
+	// extension is not loaded, managed skills are reported as skipped.
+	sdk.ManagedSkillKind: {create: "skills.managed.create", get: "skills.get", update: "skills.managed.update", remove: "skills.managed.delete", idField: "skillId", nameField: "name"},
 }
 
 // ownerCall calls an owner's provided method as the system in a company and decodes the
