@@ -27,7 +27,7 @@ func init() {
 		},
 		"managed.delete": {
 			Description: "Delete a managed skill. Input {skillId}. Output the deleted skill. 404 \"Skill not found\".",
-			Call: (*Skills).methodManagedDelete,
+			Call:        (*Skills).methodManagedDelete,
 		},
 	})
 }
