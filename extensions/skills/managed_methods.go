@@ -2,7 +2,6 @@ package skills
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/keelhq/keel/sdk"
@@ -107,12 +106,9 @@ func (x *Skills) methodManagedDelete(ctx context.Context, call *sdk.MethodCall) 
 	if err != nil {
 		return nil, err
 	}
-	if _, err := x.pool.Exec(ctx, `DELETE FROM skills WHERE id = $1 AND company_id = $2`, s.ID, call.CompanyID); err != nil {
-		return nil, fmt.Errorf("error deleting skill %s: %w", s.ID, err)
+	if err := x.deleteSkill(sdk.WithRequestInfo(ctx, call.Actor, call.CompanyID, "", nil), call.CompanyID, s); err != nil {
+		return nil, err
 	}
-	x.forget(call.CompanyID, s)
-	x.activity(sdk.WithRequestInfo(ctx, call.Actor, call.CompanyID, "", nil), call.CompanyID, "skill.deleted", s.ID,
-		map[string]any{"key": s.Key, "slug": s.Slug, "name": s.Name})
 	return s, nil
 }
 

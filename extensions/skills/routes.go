@@ -462,13 +462,22 @@ func (x *Skills) handleDelete(rw http.ResponseWriter, r *http.Request) {
 		x.writeErr(rw, sdk.Forbidden(msgBundledReadOnly))
 		return
 	}
-	if _, err := x.pool.Exec(ctx, `DELETE FROM skills WHERE id = $1 AND company_id = $2`, s.ID, companyID); err != nil {
-		x.writeErr(rw, fmt.Errorf("error deleting skill %s: %w", s.ID, err))
+	if err := x.deleteSkill(ctx, companyID, s); err != nil {
+		x.writeErr(rw, err)
 		return
+	}
+	sdk.WriteJSON(rw, http.StatusOK, s)
+}
+
+// deleteSkill deletes a skill with its files, forgets its copy on disk and records the
+// activity entry.
+func (x *Skills) deleteSkill(ctx context.Context, companyID string, s *Skill) error {
+	if _, err := x.pool.Exec(ctx, `DELETE FROM skills WHERE id = $1 AND company_id = $2`, s.ID, companyID); err != nil {
+		return fmt.Errorf("error deleting skill %s: %w", s.ID, err)
 	}
 	x.forget(companyID, s)
 	x.activity(ctx, companyID, "skill.deleted", s.ID, map[string]any{"key": s.Key, "slug": s.Slug, "name": s.Name})
-	sdk.WriteJSON(rw, http.StatusOK, s)
+	return nil
 }
 
 // fileView builds a file answer: UTF-8 text as is, anything else base64.
