@@ -310,6 +310,9 @@ func (h *Host) Stop(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, stopBudget)
 	defer cancel()
 	if h.app != nil {
+		if h.Kernel != nil {
+			h.Kernel.StopStreams()
+		}
 		_ = h.app.ShutdownWithTimeout(5 * time.Second)
 		h.app = nil
 	} else if h.ln != nil {

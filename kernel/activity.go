@@ -128,6 +128,7 @@ func (k *Kernel) ActivityInsert(ctx context.Context, p *ActivityInsertParams) (*
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("error appending activity %s: %w", p.Action, err)
 	}
+	k.feed.notify(p.CompanyID)
 	return e, nil
 }
 

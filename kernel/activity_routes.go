@@ -210,6 +210,7 @@ func (k *Kernel) activityRoutes() []*Route {
 	return []*Route{
 		Mount[activityListRequest, []*ActivityEntry](&activityListEndpoint{k}),
 		Mount[activityCreateRequest, ActivityEntry](&activityCreateEndpoint{k}),
+		Mount[activityStreamRequest, activityStream](&activityStreamEndpoint{k}),
 	}
 }
 

@@ -515,6 +515,7 @@ func (k *Kernel) CompanyDelete(ctx context.Context, id string, entry *ActivityIn
 	if err := tx.Commit(ctx); err != nil {
 		return false, fmt.Errorf("error deleting company %s: %w", id, err)
 	}
+	k.feed.notify(id)
 	k.forgetCompany(id)
 	return true, nil
 }

@@ -157,6 +157,9 @@ type Kernel struct {
 
 	// idemSweep is when expired Idempotency-Keys were last deleted (unix nanoseconds).
 	idemSweep atomic.Int64
+
+	// feed wakes this node's company event streams (activity_stream.go).
+	feed *activityFeed
 }
 
 // New connects to the database at dsn, applies the kernel migrations and registers the
@@ -193,6 +196,7 @@ func New(ctx context.Context, dsn string, cfg Config) (*Kernel, error) {
 		DB:        bun.NewDB(sqlDB, pgdialect.New()),
 		Routes:    NewRouteTable(),
 		startedAt: time.Now(),
+		feed:      newActivityFeed(),
 	}
 	if err := k.migrate(ctx); err != nil {
 		k.Close()
