@@ -1,5 +1,5 @@
 // Package cli holds keel's client commands (login, companies, agents, issues, runs,
-// routines, costs, plugin, adapter): a board user's or an admin's view of an instance over
+// routines, costs, events, plugin, adapter): a board user's or an admin's view of an instance over
 // its HTTP API, built on the Go API client in sdk/client.
 package cli
 
@@ -42,7 +42,7 @@ func Commands() []*cobra.Command {
 	o := &options{}
 	return []*cobra.Command{
 		loginCommand(o), logoutCommand(o), whoamiCommand(o), companiesCommand(o), agentsCommand(o), issuesCommand(o),
-		runsCommand(o), routinesCommand(o), costsCommand(o), pluginCommand(o), adapterCommand(o),
+		runsCommand(o), routinesCommand(o), costsCommand(o), eventsCommand(o), pluginCommand(o), adapterCommand(o),
 	}
 }
 

@@ -171,6 +171,28 @@ func testCommands(t *testing.T, h *sdktest.Host) {
 		require.Equal(t, "$0.00", field(t, out, "spend"))
 	})
 
+	t.Run("Events", func(t *testing.T) {
+		eventsCo := field(t, run(t, h, cfg, "companies", "create", "Events Co"), "id")
+		latest := h.Do("GET", "/api/companies/"+eventsCo+"/activity?limit=1", nil)
+		require.Equal(t, http.StatusOK, latest.Status, "%s", latest.Body)
+		var entries []map[string]any
+		require.NoError(t, json.Unmarshal(latest.Body, &entries))
+		require.NotEmpty(t, entries)
+		ctx, cancel := context.WithCancel(context.Background())
+		var out syncBuffer
+		done := make(chan error, 1)
+		// Starting after the newest entry, nothing written from here on can be missed.
+		go func() {
+			done <- keel(ctx, h, cfg, &out, "events", "--company", "Events Co", "--entity-type", "issue", "--after", entries[0]["id"].(string))
+		}()
+		run(t, h, cfg, "issues", "create", "Watch me", "--company", "Events Co")
+		require.Eventually(t, func() bool { return strings.Contains(out.String(), "issue.created") }, 30*time.Second, 20*time.Millisecond,
+			"the events command prints the new issue's entry: %s", out.String())
+		require.Regexp(t, `issue\.created\s+user:local-board\s+issue \S+`, out.String())
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+	})
+
 	t.Run("Errors", func(t *testing.T) {
 		var out syncBuffer
 		err := keel(context.Background(), h, cfg, &out, "issues", "show", "NOPE-999999")
