@@ -74,17 +74,17 @@ type Config struct {
 	// DashboardMapped is true when a dashboard or chat URL was mapped to its /api path.
 	DashboardMapped bool
 	// PlainHTTP is true for http:// and Loopback for a loopback host.
-	PlainHTTP, Loopback   bool
-	AllowInsecure         bool
-	APIKey                *gateway.SecretValue
-	SessionKeyStrategy    string
-	Timeout               time.Duration
-	Reconnect, PollEvery  time.Duration
-	ServiceAPIURL         string
-	Headers               map[string]string
-	IgnoredHeaders        []string
-	Instructions          string
-	PayloadTemplate       map[string]any
+	PlainHTTP, Loopback  bool
+	AllowInsecure        bool
+	APIKey               *gateway.SecretValue
+	SessionKeyStrategy   string
+	Timeout              time.Duration
+	Reconnect, PollEvery time.Duration
+	ServiceAPIURL        string
+	Headers              map[string]string
+	IgnoredHeaders       []string
+	Instructions         string
+	PayloadTemplate      map[string]any
 }
 
 // configError is a config problem with its reference error code.
