@@ -113,9 +113,24 @@ type run struct {
 	lastEvent   string
 	deltas      strings.Builder
 	lastEventID string
+	// openLine is true while the streamed output does not end with a newline.
+	openLine bool
 }
 
+// endOutputLine ends the streamed output's line before a log line follows it.
+func (r *run) endOutputLine() {
+	r.mu.Lock()
+	open := r.openLine
+	r.openLine = false
+	r.mu.Unlock()
+	if open {
+		r.ev.LogText("stdout", "\n")
+	}
+}
+
+// logf writes a system line to the run log, credentials redacted.
 func (r *run) logf(format string, args ...any) {
+	r.endOutputLine()
 	r.ev.LogText("system", r.red.Redact(fmt.Sprintf(format, args...))+"\n")
 }
 
@@ -407,8 +422,9 @@ func (r *run) streamOnce(ctx context.Context) (map[string]any, error) {
 	}
 }
 
-// onEvent handles one event: it is logged, a message.delta is appended to the output, and
-// a terminal status returns the event's data.
+// onEvent handles one event: a message.delta is appended to the output, others are logged,
+// and a terminal status returns the event's data.
+// Deltas go to the stdout stream; every other event is a system line.
 func (r *run) onEvent(sseName, data string) map[string]any {
 	obj := decodeObject([]byte(data))
 	if obj == nil {
@@ -421,12 +437,13 @@ func (r *run) onEvent(sseName, data string) map[string]any {
 	if name == "" {
 		name = sseName
 	}
-	b, _ := json.Marshal(obj)
-	r.logf("[hermes-gateway:event] run=%s event=%s data=%s", r.remoteID, name, b)
 	r.mu.Lock()
 	r.lastEvent = name
 	r.mu.Unlock()
-	if name == "message.delta" {
+	if name != "message.delta" {
+		b, _ := json.Marshal(obj)
+		r.logf("[hermes-gateway:event] run=%s event=%s data=%s", r.remoteID, name, b)
+	} else {
 		delta := str(obj["delta"])
 		if delta == "" {
 			delta = str(obj["text_delta"])
@@ -434,6 +451,7 @@ func (r *run) onEvent(sseName, data string) map[string]any {
 		if delta != "" {
 			r.mu.Lock()
 			r.deltas.WriteString(delta)
+			r.openLine = !strings.HasSuffix(delta, "\n")
 			r.mu.Unlock()
 			r.ev.LogText("stdout", r.red.Redact(delta))
 		}
