@@ -31,6 +31,7 @@ const ConfigSchema = `{
   },
   "properties": {
     "apiBaseUrl": {"type": "string", "minLength": 1, "description": "Base URL of the remote run server (http or https). A dashboard root or chat URL (port 9119, path / or /chat) is mapped to its /api path; HTTPS is preferred for non-loopback hosts."},
+    "baseUrl": {"type": "string", "minLength": 1, "description": "Alias of apiBaseUrl."},
     "url": {"type": "string", "minLength": 1, "description": "Alias of apiBaseUrl."},
     "apiKey": {"$ref": "#/$defs/secret", "description": "The remote server's key (not a keel API key), sent as a Bearer token. Stored as a secret reference {type: secret_ref, secretId, version}; a plain value given on create or patch is moved into a company secret."},
     "token": {"$ref": "#/$defs/secret", "description": "Alias of apiKey."},
@@ -96,6 +97,7 @@ func (e *configError) Error() string { return e.Message }
 
 type rawConfig struct {
 	APIBaseURL         string               `json:"apiBaseUrl"`
+	BaseURL            string               `json:"baseUrl"`
 	URL                string               `json:"url"`
 	APIKey             *gateway.SecretValue `json:"apiKey"`
 	Token              *gateway.SecretValue `json:"token"`
@@ -124,8 +126,10 @@ func ParseConfig(raw json.RawMessage) (*Config, error) {
 	c := &Config{AllowInsecure: rc.AllowInsecure, ServiceAPIURL: strings.TrimSpace(rc.ServiceAPIURL),
 		Instructions: rc.Instructions, PayloadTemplate: rc.PayloadTemplate}
 	base := strings.TrimSpace(rc.APIBaseURL)
-	if base == "" {
-		base = strings.TrimSpace(rc.URL)
+	for _, alias := range []string{rc.BaseURL, rc.URL} {
+		if base == "" {
+			base = strings.TrimSpace(alias)
+		}
 	}
 	if base == "" {
 		return nil, &configError{"hermes_gateway_api_base_url_missing", "zeta_gateway adapter config is missing apiBaseUrl"}
