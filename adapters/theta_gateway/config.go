@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -29,7 +28,8 @@ const ConfigSchema = `{
         {"type": "string"},
         {"type": "object", "required": ["type", "secretId"], "properties": {
           "type": {"const": "secret_ref"}, "secretId": {"type": "string", "minLength": 1},
-          "version": {"oneOf": [{"const": "latest"}, {"type": "integer", "minimum": 1}]}}}
+          "version": {"oneOf": [{"const": "latest"}, {"type": "integer", "minimum": 1}]}}},
+        {"type": "object", "required": ["type", "value"], "properties": {"type": {"const": "plain"}, "value": {"type": "string"}}}
       ]
     }
   },
@@ -255,7 +255,9 @@ func parseScopes(raw json.RawMessage) ([]string, error) {
 }
 
 // authToken returns the gateway token: authToken/token, else the x-openclaw-token header,
-// else x-openclaw-auth or authorization (Bearer stripped), else $OPENCLAW_TOKEN.
+// else x-openclaw-auth or authorization (Bearer stripped). Unlike the reference product it
+// never falls back to the host's $OPENCLAW_TOKEN: an operator's token is not handed to
+// whatever gateway a company's agent config names.
 func (c *Config) authToken(resolved string) string {
 	if resolved != "" {
 		return resolved
@@ -271,7 +273,7 @@ func (c *Config) authToken(resolved string) string {
 			return v
 		}
 	}
-	return os.Getenv("OPENCLAW_TOKEN")
+	return ""
 }
 
 // handshakeHeaders are the WebSocket handshake's headers: the config's, plus a Bearer

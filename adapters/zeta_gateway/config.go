@@ -25,7 +25,8 @@ const ConfigSchema = `{
         {"type": "string", "minLength": 1},
         {"type": "object", "required": ["type", "secretId"], "properties": {
           "type": {"const": "secret_ref"}, "secretId": {"type": "string", "minLength": 1},
-          "version": {"oneOf": [{"const": "latest"}, {"type": "integer", "minimum": 1}]}}}
+          "version": {"oneOf": [{"const": "latest"}, {"type": "integer", "minimum": 1}]}}},
+        {"type": "object", "required": ["type", "value"], "properties": {"type": {"const": "plain"}, "value": {"type": "string"}}}
       ]
     }
   },
