@@ -21,7 +21,10 @@ func TestEndToEnd(t *testing.T) {
 	gw := newGatewayServer(t)
 	company := h.CreateCompany("Gateway Co")
 
-	res := h.Do("GET", "/api/adapters/theta_gateway/config-schema", nil)
+	res := h.Do("GET", "/api/adapters/theta_gateway", nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, true, res.Map(t)["loaded"], "the built-in adapter serves the type: %s", res.Body)
+	res = h.Do("GET", "/api/adapters/theta_gateway/config-schema", nil)
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	schema, _ := res.Map(t)["adapterConfigSchema"].(map[string]any)
 	props, _ := schema["properties"].(map[string]any)
