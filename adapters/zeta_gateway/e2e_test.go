@@ -75,6 +75,15 @@ func TestEndToEnd(t *testing.T) {
 	require.Equal(t, session, second["sessionIdBefore"], "the next run of the issue starts from its session")
 	require.Equal(t, session, srv.snapshot(second["id"].(string)).Body["session_id"], "the run server was asked to resume it")
 	require.Equal(t, session, second["sessionIdAfter"])
+
+	// A new key given on patch is moved into a secret of its own as well.
+	res = h.Do("PATCH", "/api/agents/"+agentID, map[string]any{"adapterConfig": map[string]any{
+		"apiBaseUrl": srv.base("ok"), "apiKey": "rotated-remote-key", "timeoutSec": 120}})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.NotContains(t, string(res.Body), "rotated-remote-key")
+	patched, _ := res.Map(t)["adapterConfig"].(map[string]any)["apiKey"].(map[string]any)
+	require.Equal(t, "secret_ref", patched["type"], "%s", res.Body)
+	require.NotEqual(t, ref["secretId"], patched["secretId"])
 }
 
 // waitRuns waits until the agent has n finished runs and returns them, newest first.
