@@ -61,6 +61,73 @@ func (a *Agents) resolveAdapter(ctx context.Context, companyID, adapterType stri
 	}
 }
 
+// remoteRunAdapterType is the adapter type whose apiKey (the remote run server's key) is
+// kept as a secret reference (spec part 2, "Remote-run gateway adapter config").
+const remoteRunAdapterType = "zeta_gateway"
+
+// ensureConfigSecrets keeps an adapterConfig's credentials as company secrets: a
+// theta_gateway agent's device key (ensureDeviceKey) and a zeta_gateway agent's apiKey
+// (ensureAPIKeySecret).
+func (a *Agents) ensureConfigSecrets(ctx context.Context, companyID, agentName string, cfg *configRow) error {
+	if err := a.ensureDeviceKey(ctx, companyID, agentName, cfg); err != nil {
+		return err
+	}
+	return a.ensureAPIKeySecret(ctx, companyID, agentName, cfg)
+}
+
+// ensureAPIKeySecret moves a zeta_gateway agent's plaintext apiKey (or its alias token,
+// as a string or a {type:"plain", value} binding) into a company secret and keeps only a
+// secret reference ({type:"secret_ref", secretId, version:"latest"}) in adapterConfig, so
+// reads never show the key. Other adapter types and references are left alone.
+func (a *Agents) ensureAPIKeySecret(ctx context.Context, companyID, agentName string, cfg *configRow) error {
+	if cfg.AdapterType != remoteRunAdapterType || len(cfg.AdapterConfig) == 0 || string(cfg.AdapterConfig) == "null" {
+		return nil
+	}
+	conf := map[string]json.RawMessage{}
+	if err := json.Unmarshal(cfg.AdapterConfig, &conf); err != nil {
+		return invalid("adapterConfig", "must be an object")
+	}
+	changed := false
+	for _, field := range []string{"apiKey", "token"} {
+		raw, ok := conf[field]
+		if !ok {
+			continue
+		}
+		var value string
+		if json.Unmarshal(raw, &value) != nil {
+			var plain struct {
+				Type  string `json:"type"`
+				Value string `json:"value"`
+			}
+			if json.Unmarshal(raw, &plain) != nil || plain.Type != "plain" {
+				continue
+			}
+			value = plain.Value
+		}
+		if value == "" {
+			continue
+		}
+		var sec struct {
+			SecretID string `json:"secretId"`
+		}
+		desc := "Remote run server key of gateway agent " + agentName
+		if err := a.host.Call(ctx, "secrets.createManaged", sdk.ActorFrom(ctx), companyID, map[string]any{
+			"companyId": companyID, "name": "Remote run key " + agentName, "description": desc, "value": value,
+		}, &sec); err != nil {
+			if sdk.IsMethodNotProvided(err) {
+				return unprocessable("zeta_gateway agents need the secrets extension to keep their apiKey")
+			}
+			return fmt.Errorf("error storing apiKey of agent %s: %w", agentName, err)
+		}
+		conf[field] = mustJSON(map[string]any{"type": "secret_ref", "secretId": sec.SecretID, "version": "latest"})
+		changed = true
+	}
+	if changed {
+		cfg.AdapterConfig = mustJSON(conf)
+	}
+	return nil
+}
+
 // ensureDeviceKey gives a theta_gateway agent its device private key, as the reference
 // product does, unless adapterConfig.disableDeviceAuth is true: a missing
 // devicePrivateKeyPem is generated (Ed25519, PKCS#8 PEM), and a plaintext one is moved into

@@ -255,7 +255,7 @@ func (a *Agents) createAgent(ctx context.Context, companyID, name, role, st stri
 	cfg.AgentID = id.Id
 	// The device key is stored once the name is known to be free, so a refused create
 	// leaves no secret behind.
-	err = a.ensureDeviceKey(ctx, companyID, name, cfg)
+	err = a.ensureConfigSecrets(ctx, companyID, name, cfg)
 	if err == nil {
 		err = a.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 			if err := a.saveConfig(ctx, tx, cfg); err != nil {
@@ -731,7 +731,7 @@ func (a *Agents) applyPatch(ctx context.Context, ag *agentRef, raw map[string]js
 		if _, err := a.checkAdapterConfig(ctx, ag.ID.CompanyId, cfg.AdapterType, cfg.AdapterConfig); err != nil {
 			return nil, err
 		}
-		if err := a.ensureDeviceKey(ctx, ag.ID.CompanyId, ag.ID.Name, &cfg); err != nil {
+		if err := a.ensureConfigSecrets(ctx, ag.ID.CompanyId, ag.ID.Name, &cfg); err != nil {
 			return nil, err
 		}
 	}

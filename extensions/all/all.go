@@ -11,6 +11,8 @@ import (
 	_ "github.com/keelhq/keel/adapters/gamma_local"     // adapter.gamma_local (Gemini CLI)
 	_ "github.com/keelhq/keel/adapters/http"            // adapter.http
 	_ "github.com/keelhq/keel/adapters/process"         // adapter.process
+	_ "github.com/keelhq/keel/adapters/theta_gateway"   // adapter.theta_gateway (agent gateway, WebSocket)
+	_ "github.com/keelhq/keel/adapters/zeta_gateway"    // adapter.zeta_gateway (remote run server, HTTP + SSE)
 	_ "github.com/keelhq/keel/adapters/zeta_local"      // adapter.zeta_local (Hermes Agent CLI)
 	_ "github.com/keelhq/keel/extensions/agents"        // agents, heartbeat runs
 	_ "github.com/keelhq/keel/extensions/builtinagents" // built-in agents from the builtins registry
