@@ -96,3 +96,146 @@ func TestSidebarBadges(t *testing.T) {
 	do(http.StatusOK, "POST", c+"/join-requests/"+join+"/approve", map[string]any{}, owner...)
 	require.Equal(t, counts(1, 0, 1, 0), badges(second...))
 }
+
+// TestIssueGraphLiveness runs the liveness recovery on a real host: one issue of each stuck
+// kind (in_progress with a run that ended, in_progress with no run, blocked with every
+// blocker done, assigned to a terminated agent) is listed by the preview with its change,
+// which changes nothing; the run applies exactly those changes with one activity entry per
+// issue, and a second run finds nothing left of them. Only instance admins may call it.
+func TestIssueGraphLiveness(t *testing.T) {
+	t.Parallel()
+	h, owner, company, do := prefsHost(t)
+	c := "/api/companies/" + company
+	issue := func(body map[string]any) string {
+		t.Helper()
+		return do(http.StatusCreated, "POST", c+"/issues", body, owner...).Map(t)["id"].(string)
+	}
+	get := func(id string) map[string]any {
+		t.Helper()
+		return do(http.StatusOK, "GET", "/api/issues/"+id, nil, owner...).Map(t)
+	}
+
+	// In progress, its run over: a process agent that exits at once.
+	doer := processAgent(t, do, owner, company, "Doer", "true")
+	deadRun := issue(map[string]any{"title": "Run ended", "assigneeAgentId": doer})
+	var runID string
+	sdktest.WaitFor(t, time.Minute, func() bool {
+		iss := get(deadRun)
+		id, _ := iss["checkoutRunId"].(string)
+		if iss["status"] != "in_progress" || id == "" {
+			return false
+		}
+		runID = id
+		return h.Do("GET", "/api/heartbeat-runs/"+id, nil, owner...).Map(t)["status"] == "succeeded"
+	}, "the doer's run checks the issue out and ends")
+
+	// In progress with no run: the agent is paused, so its wake is suppressed.
+	sleeper := processAgent(t, do, owner, company, "Sleeper", "true")
+	do(http.StatusOK, "POST", "/api/agents/"+sleeper+"/pause", map[string]any{}, owner...)
+	missingRun := issue(map[string]any{"title": "No run", "assigneeAgentId": sleeper, "status": "in_progress"})
+
+	// Blocked while its only blocker is done.
+	blocker := issue(map[string]any{"title": "Blocker"})
+	blocked := issue(map[string]any{"title": "Waiting", "status": "blocked", "blockedByIssueIds": []string{blocker}})
+	do(http.StatusOK, "PATCH", "/api/issues/"+blocker, map[string]any{"status": "done"}, owner...)
+	// Blocked by an open issue: not stuck.
+	open := issue(map[string]any{"title": "Open blocker"})
+	stillBlocked := issue(map[string]any{"title": "Rightly waiting", "status": "blocked", "blockedByIssueIds": []string{open}})
+
+	// Assigned to an agent that was terminated since.
+	gone := processAgent(t, do, owner, company, "Gone", "true")
+	do(http.StatusOK, "POST", "/api/agents/"+gone+"/pause", map[string]any{}, owner...)
+	orphan := issue(map[string]any{"title": "Orphan", "assigneeAgentId": gone})
+	do(http.StatusOK, "POST", "/api/agents/"+gone+"/terminate", map[string]any{}, owner...)
+
+	base := "/api/instance/settings/experimental/issue-graph-liveness-auto-recovery/"
+	scan := map[string]any{"companyId": company, "staleAfterSeconds": 0}
+
+	// Who may call: instance admins only.
+	member, _ := sessionUser(t, h, "member@prefs.example")
+	inv := do(http.StatusCreated, "POST", c+"/invites", map[string]any{"allowedJoinTypes": "human", "membershipRole": "owner"}, owner...).Map(t)
+	do(http.StatusCreated, "POST", "/api/invites/"+inv["token"].(string)+"/accept", map[string]any{}, member...)
+	for _, path := range []string{base + "preview", base + "run"} {
+		do(http.StatusForbidden, "POST", path, scan, member...)
+		do(http.StatusUnauthorized, "POST", path, scan)
+	}
+	// Validation.
+	for _, bad := range []map[string]any{{"companyId": "nope"}, {"staleAfterSeconds": -1}, {"limit": 0}, {"issueIds": []string{"x"}}} {
+		require.Equal(t, "Validation error", do(http.StatusBadRequest, "POST", base+"preview", bad, owner...).Map(t)["error"])
+	}
+	// By default only issues unchanged for five minutes count: these are all fresh.
+	fresh := do(http.StatusOK, "POST", base+"preview", map[string]any{"companyId": company}, owner...).Map(t)
+	require.Empty(t, fresh["findings"], "%v", fresh)
+
+	preview := do(http.StatusOK, "POST", base+"preview", scan, owner...).Map(t)
+	require.Equal(t, true, preview["dryRun"])
+	require.Equal(t, true, preview["runStatusesKnown"])
+	byIssue := map[string]map[string]any{}
+	for _, f := range preview["findings"].([]any) {
+		m := f.(map[string]any)
+		byIssue[m["issueId"].(string)] = m
+	}
+	require.Len(t, byIssue, 4, "%v", preview)
+	require.NotContains(t, byIssue, stillBlocked)
+	require.Equal(t, map[string]any{"dead_run": float64(1), "missing_run": float64(1), "blockers_resolved": float64(1),
+		"terminated_assignee": float64(1)}, preview["counts"])
+
+	f := byIssue[deadRun]
+	require.Equal(t, "dead_run", f["kind"])
+	require.Equal(t, "succeeded", f["runStatus"])
+	require.Equal(t, runID, f["checkoutRunId"])
+	require.Equal(t, map[string]any{"status": map[string]any{"from": "in_progress", "to": "todo"}, "clearExecution": true, "wakeAssignee": true}, f["change"])
+	f = byIssue[missingRun]
+	require.Equal(t, "missing_run", f["kind"])
+	require.Equal(t, map[string]any{"status": map[string]any{"from": "in_progress", "to": "todo"}, "clearExecution": true, "wakeAssignee": true}, f["change"])
+	f = byIssue[blocked]
+	require.Equal(t, "blockers_resolved", f["kind"])
+	require.Equal(t, map[string]any{"status": map[string]any{"from": "blocked", "to": "todo"}, "clearExecution": false, "wakeAssignee": false}, f["change"])
+	f = byIssue[orphan]
+	require.Equal(t, "terminated_assignee", f["kind"])
+	require.Equal(t, map[string]any{"status": map[string]any{"from": "todo", "to": "todo"},
+		"assigneeAgentId": map[string]any{"from": gone, "to": nil}, "clearExecution": true, "wakeAssignee": false}, f["change"])
+
+	// The preview changed nothing.
+	require.Equal(t, "in_progress", get(deadRun)["status"])
+	require.Equal(t, "in_progress", get(missingRun)["status"])
+	require.Equal(t, "blocked", get(blocked)["status"])
+	require.Equal(t, gone, get(orphan)["assigneeAgentId"])
+
+	// The run applies exactly the previewed changes (the preview's issues, nothing else).
+	ids := []string{deadRun, missingRun, blocked, orphan}
+	res := do(http.StatusOK, "POST", base+"run", map[string]any{"companyId": company, "staleAfterSeconds": 0, "issueIds": ids}, owner...).Map(t)
+	require.Equal(t, false, res["dryRun"])
+	require.Equal(t, float64(4), res["applied"], "%v", res)
+	require.Equal(t, float64(0), res["skipped"])
+	for _, f := range res["findings"].([]any) {
+		require.Equal(t, "applied", f.(map[string]any)["outcome"])
+	}
+	// The dead run's issue may be checked out again at once by the doer's new run, so only
+	// the activity entry is certain for it; the others stay where recovery put them.
+	iss := get(missingRun)
+	require.Equal(t, "todo", iss["status"])
+	require.Equal(t, sleeper, iss["assigneeAgentId"])
+	require.Nil(t, iss["checkoutRunId"])
+	require.Nil(t, iss["executionRunId"])
+	require.Equal(t, "todo", get(blocked)["status"])
+	iss = get(orphan)
+	require.Nil(t, iss["assigneeAgentId"])
+	require.Equal(t, "todo", iss["status"])
+	require.Equal(t, "blocked", get(stillBlocked)["status"])
+
+	var entries []map[string]any
+	do(http.StatusOK, "GET", c+"/activity?action=issue.liveness_recovered&limit=50", nil, owner...).JSON(t, &entries)
+	var recovered []string
+	for _, e := range entries {
+		recovered = append(recovered, e["entityId"].(string))
+		require.Equal(t, "issue", e["entityType"])
+	}
+	require.ElementsMatch(t, ids, recovered)
+
+	// Nothing is left to do for the three that stay put.
+	again := do(http.StatusOK, "POST", base+"run", map[string]any{"companyId": company, "staleAfterSeconds": 0,
+		"issueIds": []string{missingRun, blocked, orphan}}, owner...).Map(t)
+	require.Empty(t, again["findings"], "%v", again)
+	require.Equal(t, float64(0), again["applied"])
+}
