@@ -22,3 +22,7 @@ CREATE TABLE kernel.inbox_dismissals (
     updated_at    timestamptz NOT NULL DEFAULT now(),
     UNIQUE (company_id, user_id, item_key)
 );
+
+-- A bootstrap_ceo invite belongs to no company: accepting it makes a signed-in person the
+-- instance's first admin (REFERENCE.md 2.11 inviteType company_join|bootstrap_ceo).
+ALTER TABLE kernel.invites ALTER COLUMN company_id DROP NOT NULL;
