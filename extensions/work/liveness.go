@@ -135,8 +135,12 @@ type LivenessReport struct {
 	ScannedAt        time.Time `json:"scannedAt"`
 }
 
-func (w *Work) livenessPreviewRoute(rw http.ResponseWriter, r *http.Request) { w.livenessServe(rw, r, true) }
-func (w *Work) livenessRunRoute(rw http.ResponseWriter, r *http.Request)     { w.livenessServe(rw, r, false) }
+func (w *Work) livenessPreviewRoute(rw http.ResponseWriter, r *http.Request) {
+	w.livenessServe(rw, r, true)
+}
+func (w *Work) livenessRunRoute(rw http.ResponseWriter, r *http.Request) {
+	w.livenessServe(rw, r, false)
+}
 
 func (w *Work) livenessServe(rw http.ResponseWriter, r *http.Request, dryRun bool) {
 	ctx := r.Context()
