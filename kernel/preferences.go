@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -378,8 +379,13 @@ func (e *inboxDismissalDeleteEndpoint) Execute(ctx context.Context, req *inboxDi
 	if err != nil {
 		return nil, err
 	}
+	// The key may arrive percent-encoded (approval%3A…): the path is matched as sent.
+	key := req.ItemKey
+	if k, err := url.PathUnescape(key); err == nil {
+		key = k
+	}
 	tag, err := e.k.Pool.Exec(ctx, `DELETE FROM kernel.inbox_dismissals WHERE company_id = $1 AND user_id = $2 AND item_key = $3`,
-		req.CompanyID, userID, req.ItemKey)
+		req.CompanyID, userID, key)
 	if err != nil {
 		return nil, fmt.Errorf("error deleting inbox dismissal: %w", err)
 	}
@@ -388,7 +394,7 @@ func (e *inboxDismissalDeleteEndpoint) Execute(ctx context.Context, req *inboxDi
 	}
 	if _, err := e.k.ActivityInsert(ctx, &ActivityInsertParams{CompanyID: req.CompanyID, ActorType: "user", ActorID: userID,
 		Action: "inbox.restored", EntityType: "company", EntityID: req.CompanyID,
-		Details: map[string]any{"userId": userID, "itemKey": req.ItemKey}}); err != nil {
+		Details: map[string]any{"userId": userID, "itemKey": key}}); err != nil {
 		return nil, err
 	}
 	return nil, nil

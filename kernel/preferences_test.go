@@ -140,7 +140,7 @@ func TestInboxDismissals(t *testing.T) {
 		}
 
 		// Restoring removes it; a second restore finds nothing.
-		env.Do(t, "DELETE", path+"/"+s["itemKey"].(string), nil, ktSession(me)).RequireStatus(t, http.StatusNoContent)
+		env.Do(t, "DELETE", path+"/"+strings.Replace(s["itemKey"].(string), ":", "%3A", 1), nil, ktSession(me)).RequireStatus(t, http.StatusNoContent)
 		env.Do(t, "DELETE", path+"/"+s["itemKey"].(string), nil, ktSession(me)).RequireError(t, http.StatusNotFound, "Inbox dismissal not found")
 		require.Len(t, env.Do(t, "GET", path, nil, ktSession(me)).List(t), 2)
 		actions := strings.Join(env.Actions(t, company), ",")
