@@ -23,6 +23,9 @@ type EndpointMeta struct {
 	// StrictBody refuses unknown body fields (400) instead of ignoring them; set it on
 	// routes the spec marks "unknown fields rejected".
 	StrictBody bool
+	// Personal marks a route that writes only the caller's own data in the company (their
+	// preferences, their inbox): a member who may only read the company (a viewer) may call it.
+	Personal bool
 	// Errors are error statuses the endpoint answers beyond those implied by its access,
 	// path parameters and body (such as 409 for a conflict), for /api/openapi.json.
 	Errors []int
@@ -74,7 +77,7 @@ func Mount[Req any, Resp any](e Endpoint[Req, Resp]) *Route {
 	var zeroResp Resp
 	return &Route{
 		Method: method, Pattern: pattern, Owner: OwnerKernel, Access: access, Permission: meta.Permission,
-		CompanyFrom: meta.CompanyFrom, CompanyKey: meta.CompanyKey, Summary: meta.Summary, Status: status, Errors: meta.Errors,
+		CompanyFrom: meta.CompanyFrom, CompanyKey: meta.CompanyKey, Summary: meta.Summary, Status: status, Errors: meta.Errors, Personal: meta.Personal,
 		Request: requestDoc(hasBody, &zeroReq), Response: &zeroResp, Params: &zeroReq,
 		Handler: func(c *fiber.Ctx, rc *RequestContext) error {
 			req := new(Req)

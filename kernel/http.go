@@ -81,7 +81,7 @@ func (k *Kernel) Dispatch(c *fiber.Ctx) error {
 			if err := k.AuthorizeCompany(ctx, actor, companyID, route.Permission); err != nil {
 				return WriteError(c, err)
 			}
-			if IsWriteMethod(c.Method()) && !actor.CanWriteCompany(companyID) {
+			if IsWriteMethod(c.Method()) && !route.Personal && !actor.CanWriteCompany(companyID) {
 				return WriteError(c, ReadOnlyMember())
 			}
 			rc.CompanyID = companyID

@@ -358,7 +358,7 @@ func (e *inviteRevokeEndpoint) Execute(ctx context.Context, req *inviteRevokeReq
 		return nil, NotFound("Invite not found")
 	}
 	var companyID string
-	err := k.Pool.QueryRow(ctx, `SELECT company_id::text FROM kernel.invites WHERE id = $1`, req.InviteID).Scan(&companyID)
+	err := k.Pool.QueryRow(ctx, `SELECT company_id::text FROM kernel.invites WHERE id = $1 AND company_id IS NOT NULL`, req.InviteID).Scan(&companyID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, NotFound("Invite not found")
 	}
@@ -388,9 +388,10 @@ func (e *inviteRevokeEndpoint) Execute(ctx context.Context, req *inviteRevokeReq
 
 // InviteSummary is what an invite token shows anyone holding it.
 type InviteSummary struct {
-	ID                 string    `json:"id"`
-	CompanyID          string    `json:"companyId"`
-	CompanyName        string    `json:"companyName"`
+	ID string `json:"id"`
+	// CompanyID and CompanyName are left out for a bootstrap_ceo invite, which opens no company.
+	CompanyID          string    `json:"companyId,omitempty"`
+	CompanyName        string    `json:"companyName,omitempty"`
 	CompanyBrandColor  *string   `json:"companyBrandColor"`
 	InviteType         string    `json:"inviteType"`
 	AllowedJoinTypes   string    `json:"allowedJoinTypes"`
@@ -442,6 +443,11 @@ func (e *inviteGetEndpoint) Meta() *EndpointMeta {
 
 func (e *inviteGetEndpoint) Execute(ctx context.Context, req *inviteTokenRequest) (*InviteSummary, error) {
 	inv, err := e.k.inviteByToken(ctx, req.Token)
+	if errors.Is(err, errInviteNotFound) {
+		if boot, berr := e.k.bootstrapInviteByToken(ctx, req.Token); berr == nil {
+			return bootstrapInviteSummary(req.Token, boot), nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -483,6 +489,9 @@ type JoinRequestAccepted struct {
 	ClaimAPIKeyPath  string     `json:"claimApiKeyPath,omitempty"`
 	ClaimAPIKeyURL   string     `json:"claimApiKeyUrl,omitempty"`
 	NextSteps        string     `json:"nextSteps"`
+
+	// bootstrap is set when a bootstrap_ceo invite was accepted (see WriteResponse).
+	bootstrap *BootstrapAccepted
 }
 
 type inviteAcceptRequest struct {
@@ -520,6 +529,11 @@ func (e *inviteAcceptEndpoint) Execute(ctx context.Context, req *inviteAcceptReq
 	k := e.k
 	a := ActorFrom(ctx)
 	inv, err := k.inviteByToken(ctx, req.Token)
+	if errors.Is(err, errInviteNotFound) {
+		if boot, berr := k.bootstrapInviteByToken(ctx, req.Token); berr == nil {
+			return k.acceptBootstrap(ctx, req, boot)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

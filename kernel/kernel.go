@@ -210,6 +210,10 @@ func New(ctx context.Context, dsn string, cfg Config) (*Kernel, error) {
 		k.Close()
 		return nil, err
 	}
+	if err := k.announceBootstrapInvite(ctx); err != nil {
+		k.Close()
+		return nil, err
+	}
 	if err := k.registerRoutes(); err != nil {
 		k.Close()
 		return nil, err

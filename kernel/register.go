@@ -25,6 +25,7 @@ func (k *Kernel) registerRoutes() error {
 		k.joinRequestRoutes(),
 		k.userRoutes(),
 		k.boardClaimRoutes(),
+		k.preferenceRoutes(),
 	} {
 		routes = append(routes, group...)
 	}

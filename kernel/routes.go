@@ -58,6 +58,9 @@ type Route struct {
 	CompanyFrom string
 	CompanyKey  string
 	Summary     string
+	// Personal routes write only the caller's own data in the company, so a viewer may
+	// call them with a write method.
+	Personal bool
 	// Request and Response are example Go values documented in the OpenAPI document.
 	Request  any
 	Response any

@@ -36,7 +36,7 @@ func manifest() *sdk.Manifest {
 			Events:      []string{eventCompanyDeleted},
 			Capabilities: []string{sdk.CapActivity, sdk.CapAuthz, sdk.CapPrincipals, sdk.CapCompanies, sdk.CapCalls,
 				sdk.CapEvents, sdk.CapDatabase, sdk.CapSettings},
-			Uses: []string{"agents.wakeup", "agents.approveHire", "agents.runStatus"},
+			Uses: []string{"agents.wakeup", "agents.approveHire", "agents.runStatus", "agents.runStatuses"},
 			ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,
 				"properties":{"attachmentMaxBytes":{"type":"integer","minimum":1,"maximum":1073741824}}}`),
 		})

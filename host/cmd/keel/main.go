@@ -55,7 +55,8 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCommand(), extensionCommand(), versionCommand(), dbCommand(), backupCommand(), restoreCommand())
+	root.AddCommand(serveCommand(), extensionCommand(), versionCommand(), dbCommand(), backupCommand(), restoreCommand(),
+		bootstrapCEOCommand())
 	root.AddCommand(cli.Commands()...)
 	return root
 }
