@@ -280,6 +280,12 @@ func init() {
 		"leases.release": {Description: "Release a lease (input leaseId); a lease that already ended is returned as it is.",
 			Call: (*Environments).methodRelease},
 		"leases.get": {Description: "Read a lease (input leaseId).", Call: (*Environments).methodGet},
+		"leases.destroy": {Description: "Release a lease and have its driver remove everything it held (input leaseId).",
+			Call: (*Environments).methodDestroy},
+		"leases.realizeWorkspace": {Description: "Make a working directory in an active lease (input leaseId, key); output {path}.",
+			Call: (*Environments).methodRealize},
+		"leases.execute": {Description: "Run a command (argument list) in an active lease and wait for it (input leaseId, argv, env, cwd, stdin, timeoutSec).",
+			Call: (*Environments).methodExecute},
 	})
 }
 
@@ -333,4 +339,88 @@ func (x *Environments) methodRelease(ctx context.Context, call *sdk.MethodCall) 
 
 func (x *Environments) methodGet(ctx context.Context, call *sdk.MethodCall) (any, error) {
 	return x.leaseOfCall(ctx, call)
+}
+
+// activeLeaseOfCall loads the call's lease and its environment, and refuses a lease that
+// is no longer active (409).
+func (x *Environments) activeLeaseOfCall(ctx context.Context, call *sdk.MethodCall) (*Lease, *Environment, error) {
+	l, err := x.leaseOfCall(ctx, call)
+	if err != nil {
+		return nil, nil, err
+	}
+	if l.Status != leaseActive {
+		return nil, nil, sdk.Conflict(fmt.Sprintf("Environment lease is %s", l.Status))
+	}
+	env, err := x.getEnv(ctx, l.EnvironmentID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, env, nil
+}
+
+func (x *Environments) methodDestroy(ctx context.Context, call *sdk.MethodCall) (any, error) {
+	l, err := x.leaseOfCall(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	if l, err = x.end(ctx, l.ID, leaseReleased); err != nil {
+		return nil, err
+	}
+	env, err := x.getEnv(ctx, l.EnvironmentID)
+	if err != nil {
+		return nil, err
+	}
+	if err := x.callDriver(ctx, env.CompanyID, env.Driver, sdk.EnvDestroyLeaseMethod, l.ref(env), nil); err != nil {
+		return nil, fmt.Errorf("error destroying lease %s: %w", l.ID, err)
+	}
+	return l, nil
+}
+
+// WorkspaceInput is the input of environments.leases.realizeWorkspace.
+type WorkspaceInput struct {
+	LeaseID string `json:"leaseId"`
+	Key     string `json:"key,omitempty"`
+}
+
+func (x *Environments) methodRealize(ctx context.Context, call *sdk.MethodCall) (any, error) {
+	var in WorkspaceInput
+	if err := call.Bind(&in); err != nil {
+		return nil, err
+	}
+	l, env, err := x.activeLeaseOfCall(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	var ws sdk.EnvWorkspace
+	if err := x.callDriver(ctx, env.CompanyID, env.Driver, sdk.EnvRealizeWorkspaceMethod,
+		&sdk.EnvWorkspaceRequest{EnvLeaseRef: *l.ref(env), Key: in.Key}, &ws); err != nil {
+		return nil, err
+	}
+	return &ws, nil
+}
+
+// ExecuteInput is the input of environments.leases.execute.
+type ExecuteInput struct {
+	LeaseID    string            `json:"leaseId"`
+	Argv       []string          `json:"argv"`
+	Env        map[string]string `json:"env,omitempty"`
+	Cwd        string            `json:"cwd,omitempty"`
+	Stdin      string            `json:"stdin,omitempty"`
+	TimeoutSec float64           `json:"timeoutSec,omitempty"`
+}
+
+func (x *Environments) methodExecute(ctx context.Context, call *sdk.MethodCall) (any, error) {
+	var in ExecuteInput
+	if err := call.Bind(&in); err != nil {
+		return nil, err
+	}
+	if len(in.Argv) == 0 || in.Argv[0] == "" {
+		return nil, sdk.Invalid("argv", "must name a command")
+	}
+	l, env, err := x.activeLeaseOfCall(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	return x.execute(ctx, env.CompanyID, env.Driver, &sdk.EnvExecRequest{EnvLeaseRef: *l.ref(env), Argv: in.Argv, Env: in.Env,
+		Cwd: in.Cwd, Stdin: in.Stdin, TimeoutSec: in.TimeoutSec})
 }

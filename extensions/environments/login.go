@@ -241,6 +241,8 @@ func (x *Environments) handleLoginStart(rw http.ResponseWriter, r *http.Request)
 	x.logins[id] = run
 	x.loginsMu.Unlock()
 	go x.runLogin(lctx, run, id, env, login, expires)
+	x.activity(ctx, companyID, "adapter.login_started", "adapter_login_session", id,
+		map[string]any{"adapterType": adapterType, "environmentId": env.ID, "ttlSeconds": ttl})
 	s, err := x.loginView(ctx, id)
 	if err != nil {
 		x.writeErr(rw, err)
@@ -318,13 +320,18 @@ func (x *Environments) runLogin(ctx context.Context, run *loginRun, id string, e
 			codeRe = re
 		}
 	}
-	var last string
-	onOutput := func(_, line string) {
+	// The failure message is the last line the CLI wrote to stderr, else to stdout.
+	var lastOut, lastErr string
+	onOutput := func(stream, line string) {
 		line = strings.TrimSpace(ansiPattern.ReplaceAllString(line, ""))
 		if line == "" {
 			return
 		}
-		last = line
+		if stream == "stderr" {
+			lastErr = line
+		} else {
+			lastOut = line
+		}
 		run.mu.Lock()
 		if run.prompt.URL == "" {
 			run.prompt.URL = match(urlRe, line)
@@ -356,6 +363,10 @@ func (x *Environments) runLogin(ctx context.Context, run *loginRun, id string, e
 		finish(loginAuthenticated, "", "")
 	default:
 		msg := fmt.Sprintf("The login command exited with code %d", res.ExitCode)
+		last := lastErr
+		if last == "" {
+			last = lastOut
+		}
 		if last != "" {
 			msg += ": " + last
 		}

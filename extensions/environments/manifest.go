@@ -32,7 +32,7 @@ func manifest() *sdk.Manifest {
 				"and adapter device logins run inside a lease.",
 			Runtime:      sdk.Runtime{Kind: sdk.RuntimeProcess},
 			Kernel:       ">=0.1 <1.0",
-			Capabilities: []string{sdk.CapAuthz, sdk.CapCalls, sdk.CapEvents, sdk.CapDatabase},
+			Capabilities: []string{sdk.CapActivity, sdk.CapAuthz, sdk.CapCalls, sdk.CapEvents, sdk.CapDatabase},
 			Uses: []string{sdk.EnvironmentDriversMethod, sdk.EnvironmentDriverCallMethod, adapter.ResolveMethod,
 				adapter.ListMethod, "adapter.*"},
 			Events:       []string{"company.deleted"},

@@ -259,7 +259,17 @@ func (x *Environments) handleCreate(rw http.ResponseWriter, r *http.Request) {
 		x.writeErr(rw, err)
 		return
 	}
+	x.activity(ctx, companyID, "environment.created", "environment", id, map[string]any{"name": name, "driver": d.Driver})
 	sdk.WriteJSON(rw, http.StatusCreated, e)
+}
+
+// activity logs an environment change in its company's activity log, as the request's
+// actor; a failure is logged, the change stands.
+func (x *Environments) activity(ctx context.Context, companyID, action, entityType, entityID string, details any) {
+	if err := x.host.LogActivity(ctx, &sdk.ActivityEntry{CompanyID: companyID, Actor: sdk.ActorFrom(ctx), Action: action,
+		EntityType: entityType, EntityID: entityID, Details: details}); err != nil {
+		x.log.Warn("error logging activity", "action", action, "error", err)
+	}
 }
 
 // actorID is the id of the request's user or agent ("" for the system).
@@ -399,6 +409,8 @@ func (x *Environments) handlePatch(rw http.ResponseWriter, r *http.Request) {
 		x.writeErr(rw, err)
 		return
 	}
+	x.activity(ctx, e.CompanyID, "environment.updated", "environment", e.ID, map[string]any{"name": e.Name, "status": e.Status,
+		"configChanged": len(body.Config) > 0})
 	sdk.WriteJSON(rw, http.StatusOK, e)
 }
 
@@ -419,6 +431,7 @@ func (x *Environments) handleDelete(rw http.ResponseWriter, r *http.Request) {
 		x.writeErr(rw, sdk.Conflict(msgActiveLeases))
 		return
 	}
+	x.activity(ctx, e.CompanyID, "environment.deleted", "environment", e.ID, map[string]any{"name": e.Name, "driver": e.Driver})
 	sdk.WriteJSON(rw, http.StatusOK, e)
 }
 
