@@ -77,10 +77,14 @@ func (d *localDriver) envRoot(ref *sdk.EnvironmentRef) (string, *localConfig, er
 	if c.WorkspaceRoot != "" {
 		return filepath.Clean(c.WorkspaceRoot), c, nil
 	}
-	if !sdk.IsUUID(ref.EnvironmentID) {
-		return filepath.Join(d.root, "local", "candidate"), c, nil
+	base, err := defaultRoot(d.root)
+	if err != nil {
+		return "", nil, err
 	}
-	return filepath.Join(d.root, "local", ref.EnvironmentID), c, nil
+	if !sdk.IsUUID(ref.EnvironmentID) {
+		return filepath.Join(base, "candidate"), c, nil
+	}
+	return filepath.Join(base, ref.EnvironmentID), c, nil
 }
 
 // leaseDir is the directory of a lease.
@@ -107,7 +111,7 @@ func (d *localDriver) Probe(_ context.Context, ref *sdk.EnvironmentRef) (*sdk.En
 	if err != nil {
 		return &sdk.EnvProbeResult{Status: "fail", Message: err.Error()}, nil
 	}
-	if err := os.MkdirAll(root, 0o700); err != nil {
+	if err := mkdirOwned(root); err != nil {
 		return &sdk.EnvProbeResult{Status: "fail", Message: "The workspace root cannot be created: " + err.Error(),
 			Details: map[string]any{"workspaceRoot": root}}, nil
 	}
@@ -129,7 +133,7 @@ func (d *localDriver) AcquireLease(_ context.Context, req *sdk.EnvLeaseRequest) 
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := mkdirOwned(dir); err != nil {
 		return nil, fmt.Errorf("error making lease directory %s: %w", dir, err)
 	}
 	meta, _ := json.Marshal(map[string]string{"path": dir})
@@ -183,7 +187,7 @@ func (d *localDriver) RealizeWorkspace(_ context.Context, req *sdk.EnvWorkspaceR
 		return nil, sdk.Invalid("key", "must be a single path element")
 	}
 	path := filepath.Join(dir, key)
-	if err := os.MkdirAll(path, 0o700); err != nil {
+	if err := mkdirOwned(path); err != nil {
 		return nil, fmt.Errorf("error making workspace %s: %w", path, err)
 	}
 	return &sdk.EnvWorkspace{Path: path}, nil
@@ -206,7 +210,7 @@ func (d *localDriver) Execute(ctx context.Context, req *sdk.EnvExecRequest) (*sd
 	cwd := req.Cwd
 	if cwd == "" {
 		cwd = dir
-		if err := os.MkdirAll(cwd, 0o700); err != nil {
+		if err := mkdirOwned(cwd); err != nil {
 			return nil, fmt.Errorf("error making lease directory %s: %w", cwd, err)
 		}
 	}
@@ -230,10 +234,13 @@ func (d *localDriver) Execute(ctx context.Context, req *sdk.EnvExecRequest) (*sd
 	for k, v := range req.Env {
 		env[k] = v
 	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := asAgentUser(cmd, env); err != nil {
+		return nil, err
+	}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if req.Stdin != "" {
 		cmd.Stdin = strings.NewReader(req.Stdin)
 	}
