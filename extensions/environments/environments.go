@@ -67,8 +67,8 @@ func New() *Environments {
 // Manifest returns the manifest built from the route table.
 func (x *Environments) Manifest() *sdk.Manifest { return manifest() }
 
-// Configure connects to the extension's schema, migrates it, ends the device logins a
-// previous process left in flight and starts the lease reaper.
+// Configure connects to the extension's schema, migrates it and starts the reaper (of
+// expired leases and of device logins whose process is gone).
 func (x *Environments) Configure(ctx context.Context, env *sdk.Env) error {
 	x.host = env.Host
 	if env.Logger != nil {
@@ -83,21 +83,12 @@ func (x *Environments) Configure(ctx context.Context, env *sdk.Env) error {
 	}
 	x.pool, x.sqlDB = db.Pool, db.SQL
 	x.mux = table.Mux(x)
-	var startErr error
 	x.startOnce.Do(func() {
-		// Logins live in the process that started them: one left in flight by a process
-		// that is gone never finishes.
-		if _, err := x.pool.Exec(ctx, `UPDATE adapter_login_sessions SET status = 'failed', failure_reason = 'interrupted',
-			failure_message = 'The login was interrupted by a restart', finished_at = now(), updated_at = now()
-			WHERE status IN ('starting', 'waiting_for_user')`); err != nil {
-			startErr = fmt.Errorf("error ending interrupted device logins: %w", err)
-			return
-		}
 		rctx, cancel := context.WithCancel(context.Background())
 		x.stopReaper, x.reaperDone = cancel, make(chan struct{})
 		go x.reap(rctx)
 	})
-	return startErr
+	return nil
 }
 
 // HTTPHandler serves the manifest routes.
@@ -137,13 +128,24 @@ func (x *Environments) Health(ctx context.Context) error {
 	return x.pool.Ping(ctx)
 }
 
-// Stop cancels the running device logins, stops the reaper and closes the database.
+// Stop cancels the running device logins and waits (up to 10 s) until they have recorded
+// their end, stops the reaper and closes the database.
 func (x *Environments) Stop(context.Context) error {
 	x.loginsMu.Lock()
+	running := make([]*loginRun, 0, len(x.logins))
 	for _, l := range x.logins {
 		l.cancel(errStopped)
+		running = append(running, l)
 	}
 	x.loginsMu.Unlock()
+	// Each login records how it ended and releases its lease before the database closes.
+	deadline := time.After(10 * time.Second)
+	for _, l := range running {
+		select {
+		case <-l.done:
+		case <-deadline:
+		}
+	}
 	if x.stopReaper != nil {
 		x.stopReaper()
 		<-x.reaperDone

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	_ "github.com/keelhq/keel/adapters/beta_local"
@@ -382,6 +383,20 @@ func TestEnvironments(t *testing.T) {
 		}
 		wantErr(t, h.Do("POST", base+"beta_local/login-sessions", map[string]any{"environmentId": "00000000-0000-0000-0000-000000000000"}),
 			http.StatusNotFound, "Environment not found")
+		// A login whose process went away (no heartbeat for 30 s) ends as interrupted and
+		// frees the slot.
+		ghost := uuid.NewString()
+		_, err := h.Kernel.Pool.Exec(context.Background(), `INSERT INTO ext_environments.adapter_login_sessions
+			(id, company_id, environment_id, adapter_type, started_by_user_id, expires_at, created_at, updated_at)
+			VALUES ($1, $2, $3, 'beta_local', 'someone', now() + interval '1 hour', now() - interval '1 minute', now() - interval '1 minute')`,
+			ghost, co, e["id"])
+		require.NoError(t, err)
+		sdktest.WaitFor(t, 30*time.Second, func() bool {
+			var status, reason string
+			err := h.Kernel.Pool.QueryRow(context.Background(), `SELECT status, coalesce(failure_reason, '') FROM ext_environments.adapter_login_sessions
+				WHERE id = $1`, ghost).Scan(&status, &reason)
+			return err == nil && status == "failed" && reason == "interrupted"
+		}, "the orphaned login to be interrupted")
 		ok(t, h.Do("PATCH", "/api/environments/"+e["id"].(string), map[string]any{"status": "archived"}), http.StatusOK)
 		wantErr(t, h.Do("POST", base+"beta_local/login-sessions", map[string]any{"environmentId": e["id"]}), http.StatusConflict, "Environment is not active")
 		wantErr(t, h.Do("GET", base+"beta_local/login-sessions/00000000-0000-0000-0000-000000000000", nil), http.StatusNotFound, "Login session not found")

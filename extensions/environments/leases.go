@@ -225,7 +225,8 @@ func (x *Environments) end(ctx context.Context, leaseID, status string) (*Lease,
 	return l, nil
 }
 
-// reap expires active leases whose time has passed, every reapInterval until ctx ends.
+// reap expires active leases whose time has passed and ends orphaned device logins, every
+// reapInterval until ctx ends.
 func (x *Environments) reap(ctx context.Context) {
 	defer close(x.reaperDone)
 	t := time.NewTicker(reapInterval)
@@ -236,6 +237,7 @@ func (x *Environments) reap(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		x.reapLogins(ctx)
 		rows, err := x.pool.Query(ctx, `SELECT id FROM environment_leases WHERE status = 'active' AND expires_at <= now() LIMIT 100`)
 		if err != nil {
 			if ctx.Err() == nil {

@@ -476,3 +476,31 @@ func (x *Environments) handleLoginCancel(rw http.ResponseWriter, r *http.Request
 	}
 	sdk.WriteJSON(rw, http.StatusOK, s)
 }
+
+// loginStaleAfter is how long a login in flight may go without its process's heartbeat
+// before it counts as interrupted (its process stopped or its node went away).
+const loginStaleAfter = 30 * time.Second
+
+// reapLogins beats the heart of the logins this process runs (their updated_at), and marks
+// failed (interrupted) the in-flight logins nobody has beaten for loginStaleAfter, so a
+// restarted or lost process frees its company's slot on any node.
+func (x *Environments) reapLogins(ctx context.Context) {
+	x.loginsMu.Lock()
+	ids := make([]string, 0, len(x.logins))
+	for id := range x.logins {
+		ids = append(ids, id)
+	}
+	x.loginsMu.Unlock()
+	if len(ids) > 0 {
+		if _, err := x.pool.Exec(ctx, `UPDATE adapter_login_sessions SET updated_at = now()
+			WHERE id = ANY($1::uuid[]) AND status IN ('starting', 'waiting_for_user')`, ids); err != nil && ctx.Err() == nil {
+			x.log.Warn("error beating device logins' heart", "error", err)
+		}
+	}
+	if _, err := x.pool.Exec(ctx, `UPDATE adapter_login_sessions SET status = 'failed', failure_reason = 'interrupted',
+		failure_message = 'The login was interrupted: the process running it stopped', finished_at = now(), updated_at = now()
+		WHERE status IN ('starting', 'waiting_for_user') AND updated_at < now() - $1::interval`,
+		fmt.Sprintf("%d seconds", int(loginStaleAfter.Seconds()))); err != nil && ctx.Err() == nil {
+		x.log.Warn("error ending interrupted device logins", "error", err)
+	}
+}
