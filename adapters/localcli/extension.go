@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -24,6 +25,7 @@ type Extension struct {
 	dataDir string
 	runs    procrun.Registry
 	// loginCommand is the instance config's command: the CLI device logins run.
+	loginMu      sync.Mutex
 	loginCommand string
 }
 
@@ -77,15 +79,22 @@ func (x *Extension) Configure(_ context.Context, env *sdk.Env) error {
 	if env.Logger != nil {
 		x.log = env.Logger
 	}
+	return x.OnConfigChange(context.Background(), env.Config)
+}
+
+// OnConfigChange takes a new instance config (the device login's command) without a restart.
+func (x *Extension) OnConfigChange(_ context.Context, config json.RawMessage) error {
 	var cfg struct {
 		Command string `json:"command"`
 	}
-	if len(env.Config) > 0 {
-		if err := json.Unmarshal(env.Config, &cfg); err != nil {
+	if len(config) > 0 {
+		if err := json.Unmarshal(config, &cfg); err != nil {
 			return fmt.Errorf("error decoding the instance config of %s: %w", x.spec.Key(), err)
 		}
 	}
+	x.loginMu.Lock()
 	x.loginCommand = cfg.Command
+	x.loginMu.Unlock()
 	return nil
 }
 
@@ -104,7 +113,9 @@ func (x *Extension) Info() *adapter.Info {
 	info := &adapter.Info{Type: s.Type, Label: s.Label, Models: models,
 		ConfigSchema: json.RawMessage(s.ConfigSchema()), SupportsLocalAgentJWT: true}
 	if s.DeviceLoginArgs != nil {
+		x.loginMu.Lock()
 		command := x.loginCommand
+		x.loginMu.Unlock()
 		if command == "" {
 			command = s.DefaultCommand
 		}
@@ -126,8 +137,9 @@ func (x *Extension) Stop(context.Context) error {
 }
 
 var (
-	_ sdk.Configurer     = (*Extension)(nil)
-	_ sdk.MethodProvider = (*Extension)(nil)
-	_ sdk.Stopper        = (*Extension)(nil)
-	_ adapter.Runner     = (*Extension)(nil)
+	_ sdk.Configurer          = (*Extension)(nil)
+	_ sdk.MethodProvider      = (*Extension)(nil)
+	_ sdk.Stopper             = (*Extension)(nil)
+	_ sdk.ConfigChangeHandler = (*Extension)(nil)
+	_ adapter.Runner          = (*Extension)(nil)
 )

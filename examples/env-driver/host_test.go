@@ -73,12 +73,18 @@ func TestDriverThroughHost(t *testing.T) {
 	require.Equal(t, leaseID+"\n", out["stdout"])
 	require.Equal(t, "released", invoke("environments.leases.release", map[string]any{"leaseId": leaseID})["status"])
 
-	// A device login runs its command in a box; its output arrives when it ends.
+	// A device login runs its command in a box; its output arrives when it ends. Without
+	// an instance config the adapter's own CLI (codex, not installed here) is run.
+	s := do(http.StatusCreated, "POST", "/api/companies/"+co+"/adapters/beta_local/login-sessions", map[string]any{"environmentId": id})
+	path := "/api/companies/" + co + "/adapters/beta_local/login-sessions/" + s["sessionId"].(string)
+	sdktest.WaitFor(t, 60*time.Second, func() bool { s = do(http.StatusOK, "GET", path, nil); return s["status"] == "failed" }, "the login to fail")
+	require.Equal(t, map[string]any{"reason": "login_command_failed", "message": "Command not found: codex"}, s["failure"])
+	// The running adapter takes its new instance config without a restart.
 	fake := filepath.Join(t.TempDir(), "codex")
 	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\necho 'Open https://auth.example/device and enter ABCD-EFGH'\necho 'Error: denied' >&2\nexit 1\n"), 0o755))
 	do(http.StatusOK, "PATCH", "/api/adapters/beta_local", map[string]any{"config": map[string]any{"command": fake}})
-	s := do(http.StatusCreated, "POST", "/api/companies/"+co+"/adapters/beta_local/login-sessions", map[string]any{"environmentId": id})
-	path := "/api/companies/" + co + "/adapters/beta_local/login-sessions/" + s["sessionId"].(string)
+	s = do(http.StatusCreated, "POST", "/api/companies/"+co+"/adapters/beta_local/login-sessions", map[string]any{"environmentId": id})
+	path = "/api/companies/" + co + "/adapters/beta_local/login-sessions/" + s["sessionId"].(string)
 	sdktest.WaitFor(t, 60*time.Second, func() bool { s = do(http.StatusOK, "GET", path, nil); return s["status"] == "failed" }, "the login to fail")
 	require.Equal(t, "The login command exited with code 1: Error: denied", s["failure"].(map[string]any)["message"])
 	lease := do(http.StatusOK, "GET", "/api/environment-leases/"+s["leaseId"].(string), nil)
