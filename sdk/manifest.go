@@ -43,7 +43,7 @@ const (
 )
 
 // AllCapabilities lists every capability a manifest may declare.
-var AllCapabilities = []string{CapActivity, CapAuthz, CapPrincipals, CapCompanies, CapCalls, CapJobs, CapEvents, CapSecrets, CapSettings, CapStorage, CapDatabase, CapManaged}
+var AllCapabilities = []string{CapActivity, CapAuthz, CapPrincipals, CapCompanies, CapCalls, CapJobs, CapEvents, CapSecrets, CapSettings, CapStorage, CapDatabase, CapManaged, CapEnvironmentDrivers}
 
 // Manifest declares an extension: what it is, how it runs, which host services it uses, the
 // methods it provides and uses, its routes, jobs, event subscriptions, UI slots, the flag
@@ -87,6 +87,10 @@ type Manifest struct {
 	// Managed are agents, projects, routines and skills keel creates and keeps for the
 	// plugin in every company (needs the managed capability).
 	Managed *Managed `json:"managed,omitempty"`
+	// EnvironmentDrivers are execution backends the extension implements (the
+	// EnvironmentDriver contract, reserved calls keel.environment.*); declaring one needs
+	// the environment_drivers capability.
+	EnvironmentDrivers []EnvironmentDriverDecl `json:"environmentDrivers,omitempty"`
 	// Flag is the experimental instance setting that must be on for the extension to run.
 	Flag string `json:"flag,omitempty"`
 	// FlagOff is the answer of the extension's routes while its flag is off (default 404 "Not found").
@@ -417,6 +421,21 @@ func (m *Manifest) validateFeatures() error {
 			}
 		}
 	}
+	drivers := map[string]bool{}
+	for _, d := range m.EnvironmentDrivers {
+		if !envDriverPattern.MatchString(d.Driver) || drivers[d.Driver] || d.Driver == "local" {
+			return fmt.Errorf("invalid manifest %s: environment driver %q is malformed, repeated or reserved", m.Key, d.Driver)
+		}
+		drivers[d.Driver] = true
+		if !m.HasCapability(CapEnvironmentDrivers) {
+			return fmt.Errorf("invalid manifest %s: declaring environment drivers needs the %s capability", m.Key, CapEnvironmentDrivers)
+		}
+		if len(d.ConfigSchema) > 0 {
+			if _, err := CompileSchema(m.Key+"/environmentDrivers/"+d.Driver, d.ConfigSchema); err != nil {
+				return fmt.Errorf("invalid manifest %s: config schema of environment driver %q: %w", m.Key, d.Driver, err)
+			}
+		}
+	}
 	hooks := map[string]bool{}
 	for _, w := range m.Webhooks {
 		if !featureKeyPattern.MatchString(w.EndpointKey) || hooks[w.EndpointKey] {
@@ -466,6 +485,8 @@ var (
 	toolPattern     = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 	// featureKeyPattern is the form of webhook endpoint keys, folder keys and launcher ids.
 	featureKeyPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._:-]*$`)
+	// envDriverPattern is the form of environment driver keys.
+	envDriverPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
 )
 
 // ParseManifest strictly decodes a manifest (unknown fields are an error), checks it against

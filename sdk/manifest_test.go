@@ -215,3 +215,24 @@ func TestIsPackagePath(t *testing.T) {
 		require.Equal(t, want, IsPackagePath(p), p)
 	}
 }
+
+func TestManifestEnvironmentDrivers(t *testing.T) {
+	t.Parallel()
+	doc := func(caps, drivers string) []byte {
+		return []byte(`{"key":"example.drivers","version":"0.1.0","kind":"plugin","runtime":{"kind":"process","executable":"x"},
+		 "capabilities":` + caps + `,"environmentDrivers":` + drivers + `}`)
+	}
+	m, err := ParseManifest(doc(`["environment_drivers"]`, `[{"driver":"acme.sandbox","configSchema":{"type":"object"}}]`))
+	require.NoError(t, err)
+	require.Equal(t, "acme.sandbox", m.EnvironmentDrivers[0].Driver)
+	for name, c := range map[string]struct{ caps, drivers, want string }{
+		"NeedsCapability": {`[]`, `[{"driver":"acme.sandbox"}]`, "needs the environment_drivers capability"},
+		"LocalReserved":   {`["environment_drivers"]`, `[{"driver":"local"}]`, "reserved"},
+		"Repeated":        {`["environment_drivers"]`, `[{"driver":"a"},{"driver":"a"}]`, "repeated"},
+		"BadSchema":       {`["environment_drivers"]`, `[{"driver":"a","configSchema":{"type":5}}]`, "config schema of environment driver"},
+		"UnknownField":    {`["environment_drivers"]`, `[{"driver":"a","bogus":1}]`, "unknown field"},
+	} {
+		_, err := ParseManifest(doc(c.caps, c.drivers))
+		require.ErrorContains(t, err, c.want, name)
+	}
+}

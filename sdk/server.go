@@ -119,6 +119,15 @@ func (s *server) Call(ctx context.Context, req *extensionv1.CallRequest) (*exten
 			return encodeCallResult(req.Method, out, err), nil
 		}
 	}
+	if req.Caller == featureCaller && IsEnvironmentMethod(req.Method) {
+		ctx = WithLogger(ctx, s.log)
+		p, ok := s.ext.(EnvironmentDriverProvider)
+		if !ok {
+			return encodeCallResult(req.Method, nil, &Error{Status: 501, Code: "method_not_provided", Message: "extension implements no environment driver"}), nil
+		}
+		out, err := CallEnvironmentDriver(WithRequestInfo(ctx, req.Actor, req.CompanyId, "", nil), p.EnvironmentDriver(), req.Method, req.InputJson)
+		return encodeCallResult(req.Method, out, err), nil
+	}
 	if req.Caller == featureCaller && IsReservedMethod(req.Method) {
 		ctx = WithLogger(ctx, s.log)
 		if out, handled, err := callFeature(ctx, s.ext, req.Method, req.Actor, req.InputJson); handled {

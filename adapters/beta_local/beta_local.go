@@ -53,6 +53,8 @@ var Spec = &localcli.Spec{
 	InstallHint:          "npm install -g @openai/codex",
 	Provider:             "openai", Biller: "openai",
 	APIKeyEnv: []string{"OPENAI_API_KEY"},
+	// The one device login of the spec's local types (REFERENCE-plugins.md C.8, codex_local).
+	DeviceLoginArgs: []string{"login", "--device-auth"},
 }
 
 func init() {

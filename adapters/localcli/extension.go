@@ -3,6 +3,8 @@ package localcli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -22,7 +24,15 @@ type Extension struct {
 	log     hclog.Logger
 	dataDir string
 	runs    procrun.Registry
+	// loginCommand is the instance config's command: the CLI device logins run.
+	loginMu      sync.Mutex
+	loginCommand string
 }
+
+// instanceConfigSchema is the instance config of a type with a device login
+// (PATCH /api/adapters/{type} {config}).
+const instanceConfigSchema = `{"type":"object","additionalProperties":false,"properties":{
+ "command":{"type":"string","minLength":1,"description":"The CLI binary device logins run (default the adapter's own command)."}}}`
 
 // New returns the extension of a spec.
 func New(s *Spec) *Extension {
@@ -50,8 +60,17 @@ func (x *Extension) Manifest() *sdk.Manifest {
 			{Name: adapter.MethodTestEnvironment, Description: "Check that the CLI is installed, its version and whether it is logged in."},
 			{Name: adapter.MethodInfo, Description: "Describe the adapter, its models and its config schema."},
 		},
-		Uses: []string{adapter.RunEventsMethod},
+		Uses:         []string{adapter.RunEventsMethod},
+		ConfigSchema: x.configSchema(),
 	}
+}
+
+// configSchema is the instance config schema: only types with a device login take one.
+func (x *Extension) configSchema() json.RawMessage {
+	if x.spec.DeviceLoginArgs == nil {
+		return nil
+	}
+	return json.RawMessage(instanceConfigSchema)
 }
 
 // Configure keeps the host services and the data directory.
@@ -60,6 +79,22 @@ func (x *Extension) Configure(_ context.Context, env *sdk.Env) error {
 	if env.Logger != nil {
 		x.log = env.Logger
 	}
+	return x.OnConfigChange(context.Background(), env.Config)
+}
+
+// OnConfigChange takes a new instance config (the device login's command) without a restart.
+func (x *Extension) OnConfigChange(_ context.Context, config json.RawMessage) error {
+	var cfg struct {
+		Command string `json:"command"`
+	}
+	if len(config) > 0 {
+		if err := json.Unmarshal(config, &cfg); err != nil {
+			return fmt.Errorf("error decoding the instance config of %s: %w", x.spec.Key(), err)
+		}
+	}
+	x.loginMu.Lock()
+	x.loginCommand = cfg.Command
+	x.loginMu.Unlock()
 	return nil
 }
 
@@ -77,6 +112,15 @@ func (x *Extension) Info() *adapter.Info {
 	}
 	info := &adapter.Info{Type: s.Type, Label: s.Label, Models: models,
 		ConfigSchema: json.RawMessage(s.ConfigSchema()), SupportsLocalAgentJWT: true}
+	if s.DeviceLoginArgs != nil {
+		x.loginMu.Lock()
+		command := x.loginCommand
+		x.loginMu.Unlock()
+		if command == "" {
+			command = s.DefaultCommand
+		}
+		info.DeviceLogin = &adapter.DeviceLogin{Argv: append([]string{command}, s.DeviceLoginArgs...)}
+	}
 	if s.DefaultModel != "" {
 		info.DefaultConfig, _ = json.Marshal(map[string]string{"model": s.DefaultModel})
 	}
@@ -93,8 +137,9 @@ func (x *Extension) Stop(context.Context) error {
 }
 
 var (
-	_ sdk.Configurer     = (*Extension)(nil)
-	_ sdk.MethodProvider = (*Extension)(nil)
-	_ sdk.Stopper        = (*Extension)(nil)
-	_ adapter.Runner     = (*Extension)(nil)
+	_ sdk.Configurer          = (*Extension)(nil)
+	_ sdk.MethodProvider      = (*Extension)(nil)
+	_ sdk.Stopper             = (*Extension)(nil)
+	_ sdk.ConfigChangeHandler = (*Extension)(nil)
+	_ adapter.Runner          = (*Extension)(nil)
 )

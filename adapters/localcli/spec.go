@@ -75,6 +75,9 @@ type Spec struct {
 	AuthEnv []string
 	// AuthFiles are files under HOME that hold a CLI login.
 	AuthFiles []string
+	// DeviceLoginArgs are the CLI's arguments of a device-code login ("login",
+	// "--device-auth"); nil: the type has no device login.
+	DeviceLoginArgs []string
 	// LoginHint tells how to log the CLI in.
 	LoginHint string
 	// InstallHint tells how to install the CLI.

@@ -20,6 +20,7 @@ import (
 	_ "github.com/keelhq/keel/extensions/costs"         // cost events, budgets, finance events
 	_ "github.com/keelhq/keel/extensions/dashboard"     // the company dashboard
 	_ "github.com/keelhq/keel/extensions/decisions"     // decisions, bundles, stats
+	_ "github.com/keelhq/keel/extensions/environments"  // environments, leases, adapter device logins
 	_ "github.com/keelhq/keel/extensions/folders"       // routine and skill folder trees
 	_ "github.com/keelhq/keel/extensions/routines"      // routines, triggers, webhooks, scheduled runs
 	_ "github.com/keelhq/keel/extensions/secrets"       // company secrets

@@ -43,6 +43,9 @@ func (s *Supervisor) Invoke(ctx context.Context, caller string, req *hostv1.Invo
 	if strings.HasPrefix(req.Method, adapterRegistryPrefix) {
 		return s.invokeAdapterRegistry(ctx, req), nil
 	}
+	if strings.HasPrefix(req.Method, environmentsPrefix) {
+		return s.invokeEnvironments(ctx, req), nil
+	}
 	if strings.HasPrefix(req.Method, managedCallPrefix) {
 		return s.invokeManaged(ctx, caller, req), nil
 	}

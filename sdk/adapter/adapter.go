@@ -180,6 +180,25 @@ type Info struct {
 	// DefaultConfig holds adapterConfig keys an agent of this type gets on create when it
 	// does not set them (a default model).
 	DefaultConfig json.RawMessage `json:"defaultConfig,omitempty"`
+	// DeviceLogin is the adapter's device login (spec part 2 "Adapter device-login
+	// session"); nil when the type has none, and device logins of it are refused.
+	DeviceLogin *DeviceLogin `json:"deviceLogin,omitempty"`
+}
+
+// DeviceLogin describes how an adapter's CLI logs in with a device code: the environments
+// owner runs Argv inside a lease of the chosen environment, reads the URL and the one-time
+// code from its output, and ends the session when the command exits (0: logged in) or the
+// session's TTL passes.
+type DeviceLogin struct {
+	// Argv is the login command as an argument list ("codex", "login", "--device-auth").
+	Argv []string `json:"argv"`
+	// Env are variables the command gets besides the environment's.
+	Env map[string]string `json:"env,omitempty"`
+	// URLPattern and CodePattern are regular expressions whose first group (or whole match)
+	// is the verification URL and the one-time code; empty uses the first https URL and the
+	// first XXXX-XXXX style code in the output.
+	URLPattern  string `json:"urlPattern,omitempty"`
+	CodePattern string `json:"codePattern,omitempty"`
 }
 
 // RunEvent is one log chunk or event of a run, streamed with agents.runEvents.
