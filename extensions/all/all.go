@@ -19,6 +19,7 @@ import (
 	_ "github.com/keelhq/keel/extensions/dashboard"     // the company dashboard
 	_ "github.com/keelhq/keel/extensions/decisions"     // decisions, bundles, stats
 	_ "github.com/keelhq/keel/extensions/folders"       // routine and skill folder trees
+	_ "github.com/keelhq/keel/extensions/portability"   // company export and import packages
 	_ "github.com/keelhq/keel/extensions/routines"      // routines, triggers, webhooks, scheduled runs
 	_ "github.com/keelhq/keel/extensions/secrets"       // company secrets
 	_ "github.com/keelhq/keel/extensions/skills"        // company skills, imports, the skill catalog

@@ -116,7 +116,9 @@ func (w *Work) serveJSON(ctx context.Context, call *sdk.MethodCall, method, path
 
 // PortableIssueDetails is what an export carries of one issue beyond its own fields.
 type PortableIssueDetails struct {
-	IssueID      string            `json:"issueId"`
+	IssueID string `json:"issueId"`
+	// BlockedBy are the identifiers of the issue's blockers.
+	BlockedBy    []string          `json:"blockedBy"`
 	Comments     []json.RawMessage `json:"comments"`
 	Documents    []*IssueDocument  `json:"documents"`
 	WorkProducts []json.RawMessage `json:"workProducts"`
@@ -145,6 +147,18 @@ func (w *Work) methodPortabilityIssueDetails(ctx context.Context, call *sdk.Meth
 		}
 		d := &PortableIssueDetails{IssueID: iss.ID}
 		base := "/api/issues/" + iss.ID
+		var detail struct {
+			BlockedBy []struct {
+				Identifier string `json:"identifier"`
+			} `json:"blockedBy"`
+		}
+		if err := w.serveJSON(ctx, call, http.MethodGet, base, "", nil, &detail); err != nil {
+			return nil, fmt.Errorf("error reading issue %s: %w", iss.ID, err)
+		}
+		d.BlockedBy = []string{}
+		for _, b := range detail.BlockedBy {
+			d.BlockedBy = append(d.BlockedBy, b.Identifier)
+		}
 		if err := w.serveJSON(ctx, call, http.MethodGet, base+"/comments", "order=asc&limit=500", nil, &d.Comments); err != nil {
 			return nil, fmt.Errorf("error reading comments of issue %s: %w", iss.ID, err)
 		}
