@@ -592,7 +592,14 @@ func (a *applier) applyAgents(ctx context.Context) error {
 			it.ID = it.ExistingID
 			continue
 		case actionReplace:
+			// Permissions have their own route; a replace keeps the target agent's.
+			delete(body, "permissions")
 			body["agentId"] = it.ExistingID
+			for _, k := range []string{"title", "icon", "capabilities"} {
+				if _, ok := body[k]; !ok {
+					body[k] = nil
+				}
+			}
 			if err := a.x.call(ctx, "agents.update", a.companyID, body, &rec); err != nil {
 				return fmt.Errorf("error replacing agent %s: %w", ag.Slug, err)
 			}

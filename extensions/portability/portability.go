@@ -123,11 +123,16 @@ func (x *Portability) call(ctx context.Context, method, companyID string, in, ou
 	return nil
 }
 
-// writeErr writes err; anything that is not an *sdk.Error is logged and answered with 500.
+// writeErr writes err; anything that is not an *sdk.Error is logged and answered with 500,
+// and an owner's error wrapped with context keeps the owner's status.
 func (x *Portability) writeErr(rw http.ResponseWriter, err error) {
 	var e *sdk.Error
-	if !errors.As(err, &e) {
+	if !errors.As(err, &e) || e.Status >= http.StatusInternalServerError {
 		x.log.Error("request failed", "error", err)
+	}
+	if e != nil && error(e) != err {
+		// An owner's answer wrapped with what the import was doing keeps its status.
+		err = &sdk.Error{Status: e.Status, Code: e.Code, Message: err.Error(), Details: e.Details}
 	}
 	sdk.WriteErr(rw, err)
 }
