@@ -13,6 +13,9 @@ import (
 	"github.com/keelhq/keel/sdk"
 )
 
+// longRoute is the request bound of exports and imports, which read or write a whole company.
+const longRoute = 30 * 60
+
 func init() {
 	const base = "/api/companies/{companyId}"
 	addRoutes(
@@ -20,15 +23,15 @@ func init() {
 			Response: new(ExportPreview), Summary: "Preview a company export package: the files and counts per group (default groups company and agents)",
 			Handle: (*Portability).handleExportPreview},
 		route{Method: http.MethodPost, Path: base + "/exports", Access: sdk.AccessBoard, CompanyFromPath: true, Body: ExportBody{},
-			Response: new(ExportResult), Summary: "Export a company package: markdown files, manifest.json and content-addressed attachments " +
+			Response: new(ExportResult), TimeoutSec: longRoute, Summary: "Export a company package: markdown files, manifest.json and content-addressed attachments " +
 				"(inline, as a zip, or written to a server directory)",
 			Handle: (*Portability).handleExport},
 		route{Method: http.MethodPost, Path: base + "/imports/preview", Access: sdk.AccessBoard, Permission: "agents:create", CompanyFromPath: true,
-			Body: ImportBody{}, Response: new(ImportPreview), Errors: []int{http.StatusConflict, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge},
+			Body: ImportBody{}, Response: new(ImportPreview), TimeoutSec: longRoute, Errors: []int{http.StatusConflict, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge},
 			Summary: "Preview a package import from a local directory, a zip or a forge repository: the plan per collision mode, attachments verified",
 			Handle:  (*Portability).handleImportPreview},
 		route{Method: http.MethodPost, Path: base + "/imports/apply", Access: sdk.AccessBoard, Permission: "agents:create", CompanyFromPath: true,
-			Body: ImportBody{}, Response: new(ImportResult), Errors: []int{http.StatusConflict, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge},
+			Body: ImportBody{}, Response: new(ImportResult), TimeoutSec: longRoute, Errors: []int{http.StatusConflict, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge},
 			Summary: "Import a package into the company (rename, skip or replace on collisions; agents imported with timer heartbeats off)",
 			Handle:  (*Portability).handleImportApply},
 	)
