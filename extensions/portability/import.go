@@ -425,9 +425,6 @@ func (x *Portability) plan(ctx context.Context, companyID string, pr *parsed, mo
 	for _, a := range pr.agents {
 		pl.Agents = append(pl.Agents, planNamed(names, a.Slug, a.Name, mode))
 	}
-	for k, v := range ex.projects {
-		names[k] = v
-	}
 	names = map[string]string{}
 	for k, v := range ex.projects {
 		names[k] = v

@@ -13,6 +13,10 @@ import (
 	"github.com/keelhq/keel/sdk"
 )
 
+// msgServerPaths refuses server directories to callers who are not instance admins: a path
+// on the server reads or writes whatever the keel process can.
+const msgServerPaths = "Only instance admins may export to or import from a server path"
+
 // longRoute is the request bound of exports and imports, which read or write a whole company.
 const longRoute = 30 * 60
 
@@ -124,6 +128,10 @@ func (x *Portability) readExport(rw http.ResponseWriter, r *http.Request) (*Expo
 		x.writeErr(rw, sdk.ValidationError(sdk.ValidationDetail{Path: "outputPath", Message: "must be an absolute path"}))
 		return nil, nil, false
 	}
+	if body.OutputPath != "" && !sdk.ActorFrom(r.Context()).IsInstanceAdmin {
+		x.writeErr(rw, sdk.Forbidden(msgServerPaths))
+		return nil, nil, false
+	}
 	include := map[string]bool{}
 	for _, g := range groups {
 		include[g] = true
@@ -207,6 +215,10 @@ func (x *Portability) readImport(rw http.ResponseWriter, r *http.Request) (*Impo
 	mode, err := readCollision(body.CollisionStrategy)
 	if err != nil {
 		x.writeErr(rw, err)
+		return nil, nil, nil, "", false
+	}
+	if body.Source.Type == "local" && !sdk.ActorFrom(r.Context()).IsInstanceAdmin {
+		x.writeErr(rw, sdk.Forbidden(msgServerPaths))
 		return nil, nil, nil, "", false
 	}
 	p, src, err := x.load(r.Context(), body.Source)
