@@ -23,10 +23,10 @@ const longRoute = 30 * 60
 func init() {
 	const base = "/api/companies/{companyId}"
 	addRoutes(
-		route{Method: http.MethodPost, Path: base + "/exports/preview", Access: sdk.AccessBoard, CompanyFromPath: true, Body: ExportBody{},
+		route{Method: http.MethodPost, Path: base + "/exports/preview", Access: sdk.AccessBoard, Permission: "agents:create", CompanyFromPath: true, Body: ExportBody{},
 			Response: new(ExportPreview), Summary: "Preview a company export package: the files and counts per group (default groups company and agents)",
 			Handle: (*Portability).handleExportPreview},
-		route{Method: http.MethodPost, Path: base + "/exports", Access: sdk.AccessBoard, CompanyFromPath: true, Body: ExportBody{},
+		route{Method: http.MethodPost, Path: base + "/exports", Access: sdk.AccessBoard, Permission: "agents:create", CompanyFromPath: true, Body: ExportBody{},
 			Response: new(ExportResult), TimeoutSec: longRoute, Summary: "Export a company package: markdown files, manifest.json and content-addressed attachments " +
 				"(inline, as a zip, or written to a server directory)",
 			Handle: (*Portability).handleExport},
