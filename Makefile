@@ -68,6 +68,7 @@ bench: deps build
 	$(GO) test -run '^$$' -bench DecideTenEffects -benchtime 1x -timeout 20m ./extensions/decisions/
 	$(GO) test -run '^$$' -bench DecisionList -benchtime 200x -timeout 20m ./extensions/decisions/
 	$(GO) test -run '^$$' -bench ChangeDetection -benchtime 50x -timeout 20m ./extensions/statuscards/
+	$(GO) test -run '^$$' -bench Portability10k -benchtime 1x -timeout 60m ./extensions/portability/
 
 # proto regenerates the protocol code and the manifest JSON Schema (needs protoc and the
 # protoc-gen-go/-go-grpc generators; the generated files are committed).

@@ -226,6 +226,9 @@ type Route struct {
 	// Errors lists error statuses the route can answer beyond those its access, path
 	// parameters and body imply (such as 409 for a conflict), for /api/openapi.json.
 	Errors []int `json:"errors,omitempty"`
+	// TimeoutSec raises the host's bound on one request of this route (default the host's
+	// request timeout, 60 s), for routes that do long work such as company imports.
+	TimeoutSec int `json:"timeoutSec,omitempty" jsonschema:"minimum=1,maximum=3600"`
 }
 
 // QueryParam is one query parameter of a route.

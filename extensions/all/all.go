@@ -22,6 +22,7 @@ import (
 	_ "github.com/keelhq/keel/extensions/decisions"     // decisions, bundles, stats
 	_ "github.com/keelhq/keel/extensions/environments"  // environments, leases, adapter device logins
 	_ "github.com/keelhq/keel/extensions/folders"       // routine and skill folder trees
+	_ "github.com/keelhq/keel/extensions/portability"   // company export and import packages
 	_ "github.com/keelhq/keel/extensions/routines"      // routines, triggers, webhooks, scheduled runs
 	_ "github.com/keelhq/keel/extensions/secrets"       // company secrets
 	_ "github.com/keelhq/keel/extensions/skills"        // company skills, imports, the skill catalog

@@ -30,6 +30,11 @@ func init() {
 			Description: "Update a routine of the call's company. Input: {routineId, …the PATCH /api/routines/{routineId} body}. Output: the routine.",
 			Call:        (*Routines).methodUpdate,
 		},
+		"list": {
+			Description: "List the routines of the call's company, each as GET /api/routines/{routineId} shows it (with its triggers), " +
+				"oldest first. Input: {}. Used by company export.",
+			Call: (*Routines).methodList,
+		},
 		"archive": {
 			Description: "Archive a routine of the call's company (status archived; runs and triggers kept). Input: {routineId}. Output: the routine.",
 			Call:        (*Routines).methodArchive,
@@ -135,4 +140,30 @@ func (x *Routines) methodArchive(ctx context.Context, call *sdk.MethodCall) (any
 		return nil, err
 	}
 	return extkit.ServeRoute(ctx, x.HTTPHandler(), call, "PATCH /api/routines/{routineId}", "/api/routines/"+id, map[string]any{"status": statusArchived})
+}
+
+func (x *Routines) methodList(ctx context.Context, call *sdk.MethodCall) (any, error) {
+	companyID, err := managedMethodCompany(call)
+	if err != nil {
+		return nil, err
+	}
+	out, err := extkit.ServeRoute(ctx, x.HTTPHandler(), call, "GET /api/companies/{companyId}/routines", "/api/companies/"+companyID+"/routines", nil)
+	if err != nil {
+		return nil, err
+	}
+	var items []struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(out, &items); err != nil {
+		return nil, fmt.Errorf("error reading the routine list: %w", err)
+	}
+	details := make([]json.RawMessage, 0, len(items))
+	for i := len(items) - 1; i >= 0; i-- {
+		d, err := extkit.ServeRoute(ctx, x.HTTPHandler(), call, "GET /api/routines/{routineId}", "/api/routines/"+items[i].ID, nil)
+		if err != nil {
+			return nil, err
+		}
+		details = append(details, d)
+	}
+	return details, nil
 }

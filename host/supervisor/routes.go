@@ -41,7 +41,7 @@ func (s *Supervisor) routesFor(m *managed) []*kernel.Route {
 		if r.Company != nil {
 			route.CompanyFrom, route.CompanyKey = r.Company.From, r.Company.Key
 		}
-		route.Handler = s.forward(m, route.Method+" "+route.Pattern)
+		route.Handler = s.forward(m, route.Method+" "+route.Pattern, time.Duration(r.TimeoutSec)*time.Second)
 		out = append(out, route)
 	}
 	return out
@@ -80,8 +80,10 @@ func lostInFlight(key string) *kernel.APIError {
 // retryHint tells a client whose write has an unknown outcome how to retry it safely.
 const retryHint = "Retrying with the same Idempotency-Key header is safe: it answers the original outcome or performs the request once"
 
-// forward serves a route by one Handle call to the owning extension.
-func (s *Supervisor) forward(m *managed, pattern string) kernel.HandlerFunc {
+// forward serves a route by one Handle call to the owning extension, bounded by the host's
+// request timeout or the route's own longer one.
+func (s *Supervisor) forward(m *managed, pattern string, routeTimeout time.Duration) kernel.HandlerFunc {
+	timeout := max(s.cfg.RequestTimeout, routeTimeout)
 	return func(c *fiber.Ctx, rc *kernel.RequestContext) error {
 		m := m.enter()
 		defer m.release()
@@ -112,7 +114,7 @@ func (s *Supervisor) forward(m *managed, pattern string) kernel.HandlerFunc {
 			}
 			hv.Values = append(hv.Values, string(v))
 		})
-		ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.RequestTimeout)
+		ctx, cancel := context.WithTimeout(c.UserContext(), timeout)
 		defer cancel()
 		start := time.Now()
 		res, err := client.Handle(ctx, req)

@@ -44,7 +44,9 @@ type Route[E any] struct {
 	// Errors are error statuses the route answers beyond those implied by its access, path
 	// parameters and body (such as 409 for a conflict).
 	Errors []int
-	Handle func(e E, rw http.ResponseWriter, r *http.Request)
+	// TimeoutSec raises the host's request timeout for this route (sdk.Route.TimeoutSec).
+	TimeoutSec int
+	Handle     func(e E, rw http.ResponseWriter, r *http.Request)
 }
 
 // Method is one provided method.
@@ -133,7 +135,7 @@ func (t *Table[E]) Manifest(base *sdk.Manifest) *sdk.Manifest {
 				sr.RequestSchema = b
 			}
 		}
-		sr.Status, sr.Errors = rt.Status, rt.Errors
+		sr.Status, sr.Errors, sr.TimeoutSec = rt.Status, rt.Errors, rt.TimeoutSec
 		if rt.Response != nil {
 			sr.ResponseSchema = ResponseSchema(rt.Response)
 		}
