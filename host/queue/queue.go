@@ -284,6 +284,17 @@ func (q *Queue) deliveries(ctx context.Context, ev *kernel.Event) []river.Insert
 	return params
 }
 
+// HasSubscribers implements kernel.EventSubscriptions: whether deliveries returns any job
+// for an event of this type from this source.
+func (q *Queue) HasSubscribers(ctx context.Context, source, eventType string) bool {
+	for _, m := range q.exts.Subscribers(ctx) {
+		if m.Key != source && (Subscribed(m.Events, eventType) || Subscribed(m.Events, "activity.logged")) {
+			return true
+		}
+	}
+	return false
+}
+
 // PublishEventTx implements kernel.EventPublisherTx: deliveries commit with the entry.
 func (q *Queue) PublishEventTx(ctx context.Context, tx pgx.Tx, ev *kernel.Event) error {
 	params := q.deliveries(ctx, ev)
@@ -436,7 +447,11 @@ func (q *Queue) recordFinish(ctx context.Context, job *river.Job[JobArgs], runEr
 	}
 }
 
-var _ rivertype.JobArgs = JobArgs{}
+var (
+	_ rivertype.JobArgs         = JobArgs{}
+	_ kernel.EventPublisherTx   = (*Queue)(nil)
+	_ kernel.EventSubscriptions = (*Queue)(nil)
+)
 
 // Unschedule removes the periodic jobs a manifest declared (an extension uninstalled, or
 // replaced by a version whose jobs are scheduled anew).
