@@ -554,6 +554,37 @@ type issueLabelRow struct {
 	Label
 }
 
+// issueLabelsSQL reads the labels of a set of issues ($1, uuid[]) sorted by name.
+const issueLabelsSQL = `SELECT il.issue_id::text, l.id::text, l.company_id::text, l.name, l.color, l.created_at
+	FROM issue_labels il JOIN labels l ON l.id = il.label_id
+	WHERE il.issue_id = ANY($1::uuid[]) ORDER BY lower(l.name), l.id`
+
+// IssueLabelsListPool is IssueLabelsList outside a transaction: pgx runs one statement text
+// whatever the issues (prepared once per connection) and scans the rows in binary format.
+func (s *issueStore) IssueLabelsListPool(ctx context.Context, pool *pgxpool.Pool, p *IssueLabelsListParams) (map[string][]Label, error) {
+	out := map[string][]Label{}
+	if len(p.IssueIDs) == 0 {
+		return out, nil
+	}
+	rows, err := pool.Query(ctx, issueLabelsSQL, p.IssueIDs)
+	if err != nil {
+		return nil, fmt.Errorf("error listing labels of issues: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var issueID string
+		var l Label
+		if err := rows.Scan(&issueID, &l.ID, &l.CompanyID, &l.Name, &l.Color, &l.CreatedAt); err != nil {
+			return nil, fmt.Errorf("error listing labels of issues: %w", err)
+		}
+		out[issueID] = append(out[issueID], l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("error listing labels of issues: %w", err)
+	}
+	return out, nil
+}
+
 // IssueLabelsList returns the labels of each issue, sorted by name.
 func (s *issueStore) IssueLabelsList(ctx context.Context, p *IssueLabelsListParams) (map[string][]Label, error) {
 	out := map[string][]Label{}
