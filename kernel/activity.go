@@ -45,6 +45,20 @@ type ActivityInsertParams struct {
 	// Source names the writer for event delivery ("kernel" or an extension key); entries
 	// from SourceAPI are recorded but not delivered.
 	Source string
+	// CompanyMustExist refuses an entry for a company that does not exist (ErrCompanyNotFound)
+	// in the insert itself, so a writer needs no read of the company first.
+	CompanyMustExist bool
+}
+
+// ErrCompanyNotFound is ActivityInsert's error for an entry with CompanyMustExist whose
+// company does not exist.
+var ErrCompanyNotFound = errors.New("company not found")
+
+// EventSubscriptions is an optional part of an EventPublisherTx: whether an event of this
+// type from this source has any subscriber now. An entry nobody takes is written in one
+// statement, without a transaction around it.
+type EventSubscriptions interface {
+	HasSubscribers(ctx context.Context, source, eventType string) bool
 }
 
 // EventPublisherTx is an EventPublisher that can enqueue deliveries in the same transaction
@@ -111,11 +125,18 @@ func newActivityEntry(p *ActivityInsertParams) (*ActivityEntry, error) {
 }
 
 // ActivityInsert appends an entry to the activity log and publishes it as the event named by
-// its action (plus "activity.logged") to subscribed extensions, in one transaction.
+// its action (plus "activity.logged") to subscribed extensions, in one transaction. An entry
+// that no extension takes is one statement.
 func (k *Kernel) ActivityInsert(ctx context.Context, p *ActivityInsertParams) (*ActivityEntry, error) {
 	e, err := newActivityEntry(p)
 	if err != nil {
 		return nil, err
+	}
+	if !k.activityDelivered(ctx, p) {
+		if _, err := k.activityWrite(ctx, k.Pool, p, e); err != nil {
+			return nil, err
+		}
+		return e, nil
 	}
 	tx, err := k.Pool.Begin(ctx)
 	if err != nil {
@@ -132,29 +153,73 @@ func (k *Kernel) ActivityInsert(ctx context.Context, p *ActivityInsertParams) (*
 	return e, nil
 }
 
+// activityDelivered reports whether an entry is published to subscribers (false when the
+// publisher knows that nobody takes it).
+func (k *Kernel) activityDelivered(ctx context.Context, p *ActivityInsertParams) bool {
+	pub, ok := k.events.(EventPublisherTx)
+	if !ok || pub == nil || p.Source == SourceAPI {
+		return false
+	}
+	if subs, ok := pub.(EventSubscriptions); ok {
+		return subs.HasSubscribers(ctx, activitySource(p), p.Action)
+	}
+	return true
+}
+
+// activitySource is the event source of an entry: its writer, else the kernel.
+func activitySource(p *ActivityInsertParams) string {
+	if p.Source == "" {
+		return OwnerKernel
+	}
+	return p.Source
+}
+
+// activityQuerier is what activityWrite runs its statements on: the pool or a transaction.
+type activityQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// activityWrite inserts a prepared entry (with p.CompanyMustExist, only when its company
+// exists) and sets its created_at; an entry already recorded under its id is left as it is
+// (inserted is false).
+func (k *Kernel) activityWrite(ctx context.Context, db activityQuerier, p *ActivityInsertParams, e *ActivityEntry) (inserted bool, err error) {
+	q := `INSERT INTO kernel.activity_log
+		(id, company_id, actor_type, actor_id, action, entity_type, entity_id, agent_id, run_id, responsible_user_id, details)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING RETURNING created_at`
+	if p.CompanyMustExist {
+		q = `INSERT INTO kernel.activity_log
+		(id, company_id, actor_type, actor_id, action, entity_type, entity_id, agent_id, run_id, responsible_user_id, details)
+		SELECT $1::uuid, $2::uuid, $3::text, $4::text, $5::text, $6::text, $7::text, $8::uuid, $9::text, $10::text, $11::jsonb
+		WHERE EXISTS (SELECT 1 FROM kernel.companies WHERE id = $2::uuid)
+		ON CONFLICT (id) DO NOTHING RETURNING created_at`
+	}
+	err = db.QueryRow(ctx, q, e.ID, e.CompanyID, e.ActorType, e.ActorID, e.Action, e.EntityType, e.EntityID, e.AgentID,
+		e.RunID, e.ResponsibleUserID, e.Details).Scan(&e.CreatedAt)
+	inserted = err == nil
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Recorded (and delivered) already under this id: a repeated outbox delivery; or,
+		// with CompanyMustExist, no such company.
+		err = db.QueryRow(ctx, `SELECT created_at FROM kernel.activity_log WHERE id = $1`, e.ID).Scan(&e.CreatedAt)
+		if errors.Is(err, pgx.ErrNoRows) && p.CompanyMustExist {
+			return false, ErrCompanyNotFound
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("error appending activity %s: %w", p.Action, err)
+	}
+	return inserted, nil
+}
+
 // activityInsertTx writes a prepared entry and enqueues its deliveries inside tx, so a
 // write and the entry describing it commit together.
 func (k *Kernel) activityInsertTx(ctx context.Context, tx pgx.Tx, p *ActivityInsertParams, e *ActivityEntry) error {
-	details := e.Details
-	err := tx.QueryRow(ctx, `INSERT INTO kernel.activity_log
-		(id, company_id, actor_type, actor_id, action, entity_type, entity_id, agent_id, run_id, responsible_user_id, details)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING RETURNING created_at`,
-		e.ID, e.CompanyID, e.ActorType, e.ActorID, e.Action, e.EntityType, e.EntityID, e.AgentID, e.RunID, e.ResponsibleUserID, details,
-	).Scan(&e.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// Recorded (and delivered) already under this id: a repeated outbox delivery.
-		return tx.QueryRow(ctx, `SELECT created_at FROM kernel.activity_log WHERE id = $1`, e.ID).Scan(&e.CreatedAt)
-	}
-	if err != nil {
-		return fmt.Errorf("error appending activity %s: %w", p.Action, err)
+	inserted, err := k.activityWrite(ctx, tx, p, e)
+	if err != nil || !inserted {
+		return err // a repeated entry was delivered when it was first recorded
 	}
 	if pub, ok := k.events.(EventPublisherTx); ok && pub != nil && p.Source != SourceAPI {
 		payload, _ := json.Marshal(e)
-		source := p.Source
-		if source == "" {
-			source = OwnerKernel
-		}
-		ev := &Event{ID: e.ID, Type: e.Action, CompanyID: p.CompanyID, Payload: payload, OccurredAt: e.CreatedAt, Source: source}
+		ev := &Event{ID: e.ID, Type: e.Action, CompanyID: p.CompanyID, Payload: payload, OccurredAt: e.CreatedAt, Source: activitySource(p)}
 		if err := pub.PublishEventTx(ctx, tx, ev); err != nil {
 			return fmt.Errorf("error publishing activity %s: %w", p.Action, err)
 		}

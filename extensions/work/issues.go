@@ -419,18 +419,18 @@ func (w *Work) issueList(ctx context.Context, p *IssueListParams) ([]IssueView, 
 	if err != nil {
 		return nil, err
 	}
-	return w.issueViews(ctx, w.db, list)
+	return w.issueViews(ctx, list)
 }
 
 // --- views --------------------------------------------------------------------------------
 
 // issueViews adds labels to issues.
-func (w *Work) issueViews(ctx context.Context, db bun.IDB, list []*Issue) ([]IssueView, error) {
+func (w *Work) issueViews(ctx context.Context, list []*Issue) ([]IssueView, error) {
 	ids := make([]string, len(list))
 	for i, iss := range list {
 		ids[i] = iss.ID
 	}
-	labels, err := newIssueStore(db).IssueLabelsList(ctx, &IssueLabelsListParams{IssueIDs: ids})
+	labels, err := newIssueStore(w.db).IssueLabelsListPool(ctx, w.pool, &IssueLabelsListParams{IssueIDs: ids})
 	if err != nil {
 		return nil, err
 	}
@@ -451,7 +451,7 @@ func (w *Work) issueViews(ctx context.Context, db bun.IDB, list []*Issue) ([]Iss
 
 // issueView returns one issue with labels, blockers and the issues it blocks.
 func (w *Work) issueView(ctx context.Context, iss *Issue) (*IssueView, error) {
-	views, err := w.issueViews(ctx, w.db, []*Issue{iss})
+	views, err := w.issueViews(ctx, []*Issue{iss})
 	if err != nil {
 		return nil, err
 	}

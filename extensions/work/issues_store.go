@@ -539,8 +539,85 @@ type IssueInsertParams struct{ Issue *Issue }
 // IssueInsert inserts an issue and fills its created and updated times. A duplicate
 // idempotency key is reported by issueUniqueViolation(err, "issues_idempotency_key").
 func (s *issueStore) IssueInsert(ctx context.Context, p *IssueInsertParams) error {
-	if _, err := s.db.NewInsert().Model(p.Issue).Returning("created_at, updated_at").Exec(ctx); err != nil {
+	iss := p.Issue
+	runner := issueSQLRunner(s.db)
+	if runner == nil {
+		if _, err := s.db.NewInsert().Model(iss).Returning("created_at, updated_at").Exec(ctx); err != nil {
+			return fmt.Errorf("error inserting issue: %w", err)
+		}
+		return nil
+	}
+	var unblock any
+	if len(iss.UnblockDescriptor) > 0 {
+		unblock = string(iss.UnblockDescriptor)
+	}
+	// One statement text for every issue, with $n parameters, so the connection prepares it
+	// once; bun would write the values into the text, a new statement each time.
+	err := runner.QueryRowContext(ctx, issueInsertSQL(), iss.ID, iss.CompanyID, iss.ProjectID, iss.ProjectWorkspaceID,
+		iss.GoalID, iss.ParentID, iss.Title, iss.Description, iss.Status, iss.WorkMode, iss.Priority, iss.ReviewPolicy,
+		iss.AssigneeAgentID, iss.AssigneeUserID, iss.CheckoutRunID, iss.ExecutionRunID, iss.ExecutionAgentNameKey,
+		iss.ExecutionLockedAt, iss.CreatedByAgentID, iss.CreatedByUserID, iss.ResponsibleUserID, iss.IssueNumber,
+		iss.Identifier, iss.OriginKind, iss.OriginID, iss.OriginRunID, iss.OriginFingerprint, iss.RequestDepth,
+		iss.BillingCode, unblock, iss.IdempotencyKey, iss.StartedAt, iss.CompletedAt, iss.CancelledAt,
+		iss.HiddenAt).Scan(&iss.CreatedAt, &iss.UpdatedAt)
+	if err != nil {
 		return fmt.Errorf("error inserting issue: %w", err)
+	}
+	return nil
+}
+
+// issueInsertSQL inserts every column of an issue but created_at and updated_at (their
+// defaults), in the struct's order, and returns those two.
+func issueInsertSQL() string {
+	issueInsertOnce.Do(func() {
+		cols := strings.Split(issueColumns(), ", ")
+		cols = slicesDeleteStr(cols, "created_at", "updated_at")
+		ph := make([]string, len(cols))
+		for i := range cols {
+			ph[i] = fmt.Sprintf("$%d", i+1)
+		}
+		issueInsertText = `INSERT INTO issues (` + strings.Join(cols, ", ") + `) VALUES (` + strings.Join(ph, ", ") +
+			`) RETURNING created_at, updated_at`
+	})
+	return issueInsertText
+}
+
+var (
+	issueInsertOnce sync.Once
+	issueInsertText string
+)
+
+// slicesDeleteStr returns s without the given values.
+func slicesDeleteStr(s []string, drop ...string) []string {
+	out := s[:0]
+	for _, v := range s {
+		keep := true
+		for _, d := range drop {
+			keep = keep && v != d
+		}
+		if keep {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// sqlRowQuerier runs one statement with $n parameters and returns its row.
+type sqlRowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// issueSQLRunner returns the database/sql handle under a bun pool or transaction, whose
+// statements take $n parameters as they are (bun's own methods write the values into the
+// text); nil for any other bun.IDB.
+func issueSQLRunner(db bun.IDB) sqlRowQuerier {
+	switch x := db.(type) {
+	case bun.Tx:
+		return x.Tx
+	case *bun.Tx:
+		return x.Tx
+	case *bun.DB:
+		return x.DB
 	}
 	return nil
 }
@@ -552,6 +629,37 @@ type IssueLabelsListParams struct{ IssueIDs []string }
 type issueLabelRow struct {
 	IssueID string `bun:"issue_id"`
 	Label
+}
+
+// issueLabelsSQL reads the labels of a set of issues ($1, uuid[]) sorted by name.
+const issueLabelsSQL = `SELECT il.issue_id::text, l.id::text, l.company_id::text, l.name, l.color, l.created_at
+	FROM issue_labels il JOIN labels l ON l.id = il.label_id
+	WHERE il.issue_id = ANY($1::uuid[]) ORDER BY lower(l.name), l.id`
+
+// IssueLabelsListPool is IssueLabelsList outside a transaction: pgx runs one statement text
+// whatever the issues (prepared once per connection) and scans the rows in binary format.
+func (s *issueStore) IssueLabelsListPool(ctx context.Context, pool *pgxpool.Pool, p *IssueLabelsListParams) (map[string][]Label, error) {
+	out := map[string][]Label{}
+	if len(p.IssueIDs) == 0 {
+		return out, nil
+	}
+	rows, err := pool.Query(ctx, issueLabelsSQL, p.IssueIDs)
+	if err != nil {
+		return nil, fmt.Errorf("error listing labels of issues: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var issueID string
+		var l Label
+		if err := rows.Scan(&issueID, &l.ID, &l.CompanyID, &l.Name, &l.Color, &l.CreatedAt); err != nil {
+			return nil, fmt.Errorf("error listing labels of issues: %w", err)
+		}
+		out[issueID] = append(out[issueID], l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("error listing labels of issues: %w", err)
+	}
+	return out, nil
 }
 
 // IssueLabelsList returns the labels of each issue, sorted by name.

@@ -129,8 +129,12 @@ func (s *activity) Append(ctx context.Context, req *hostv1.AppendActivityRequest
 	if req.Action == "" {
 		return nil, status.Error(codes.InvalidArgument, "action is required")
 	}
-	if err := s.companyMustExist(ctx, req.CompanyId); err != nil {
-		return nil, err
+	// The insert itself refuses an unknown company (no read of the company first).
+	if req.CompanyId == "" {
+		return nil, status.Error(codes.InvalidArgument, "company_id is required")
+	}
+	if _, err := uuid.Parse(req.CompanyId); err != nil {
+		return nil, status.Errorf(codes.NotFound, "company %s not found", req.CompanyId)
 	}
 	actorType, actorID := req.ActorType, req.ActorId
 	if actorType == "" {
@@ -151,8 +155,11 @@ func (s *activity) Append(ctx context.Context, req *hostv1.AppendActivityRequest
 	e, err := s.d.Kernel.ActivityInsert(ctx, &kernel.ActivityInsertParams{
 		CompanyID: req.CompanyId, ActorType: actorType, ActorID: actorID, Action: req.Action,
 		EntityType: req.EntityType, EntityID: req.EntityId, AgentID: req.AgentId, RunID: req.RunId,
-		Details: details, Source: s.m.Key, ID: req.Id,
+		Details: details, Source: s.m.Key, ID: req.Id, CompanyMustExist: true,
 	})
+	if errors.Is(err, kernel.ErrCompanyNotFound) {
+		return nil, status.Errorf(codes.NotFound, "company %s not found", req.CompanyId)
+	}
 	if err != nil {
 		return nil, internal(err)
 	}

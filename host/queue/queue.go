@@ -36,8 +36,9 @@ type Extensions interface {
 	// Acquire returns a client of a loaded extension (starting a lazy one) and a release
 	// function to call when done; an error while it is down or unknown.
 	Acquire(ctx context.Context, key string) (extensionv1.ExtensionClient, func(), error)
-	// Manifests returns the manifests of loaded extensions.
-	Manifests() []*sdk.Manifest
+	// Subscribers returns the manifests of the loaded extensions that take events now:
+	// enabled, with their flag on when gated, and subscribed to at least one event.
+	Subscribers(ctx context.Context) []*sdk.Manifest
 }
 
 // JobArgs is one run of an extension's declared job.
@@ -266,9 +267,12 @@ func Subscribed(patterns []string, eventType string) bool {
 	return false
 }
 
-func (q *Queue) deliveries(ev *kernel.Event) []river.InsertManyParams {
+// deliveries are the jobs that deliver ev to its subscribers. A disabled extension, or one
+// whose flag is off, gets none: like its routes, it takes nothing while it is off, and a
+// delivery it could not take would only be retried until it gave up.
+func (q *Queue) deliveries(ctx context.Context, ev *kernel.Event) []river.InsertManyParams {
 	var params []river.InsertManyParams
-	for _, m := range q.exts.Manifests() {
+	for _, m := range q.exts.Subscribers(ctx) {
 		if m.Key == ev.Source || !(Subscribed(m.Events, ev.Type) || Subscribed(m.Events, "activity.logged")) {
 			continue
 		}
@@ -280,9 +284,20 @@ func (q *Queue) deliveries(ev *kernel.Event) []river.InsertManyParams {
 	return params
 }
 
+// HasSubscribers implements kernel.EventSubscriptions: whether deliveries returns any job
+// for an event of this type from this source.
+func (q *Queue) HasSubscribers(ctx context.Context, source, eventType string) bool {
+	for _, m := range q.exts.Subscribers(ctx) {
+		if m.Key != source && (Subscribed(m.Events, eventType) || Subscribed(m.Events, "activity.logged")) {
+			return true
+		}
+	}
+	return false
+}
+
 // PublishEventTx implements kernel.EventPublisherTx: deliveries commit with the entry.
 func (q *Queue) PublishEventTx(ctx context.Context, tx pgx.Tx, ev *kernel.Event) error {
-	params := q.deliveries(ev)
+	params := q.deliveries(ctx, ev)
 	if len(params) == 0 {
 		return nil
 	}
@@ -294,7 +309,7 @@ func (q *Queue) PublishEventTx(ctx context.Context, tx pgx.Tx, ev *kernel.Event)
 
 // PublishEvent implements kernel.EventPublisher.
 func (q *Queue) PublishEvent(ctx context.Context, ev *kernel.Event) error {
-	params := q.deliveries(ev)
+	params := q.deliveries(ctx, ev)
 	if len(params) == 0 {
 		return nil
 	}
@@ -432,7 +447,11 @@ func (q *Queue) recordFinish(ctx context.Context, job *river.Job[JobArgs], runEr
 	}
 }
 
-var _ rivertype.JobArgs = JobArgs{}
+var (
+	_ rivertype.JobArgs         = JobArgs{}
+	_ kernel.EventPublisherTx   = (*Queue)(nil)
+	_ kernel.EventSubscriptions = (*Queue)(nil)
+)
 
 // Unschedule removes the periodic jobs a manifest declared (an extension uninstalled, or
 // replaced by a version whose jobs are scheduled anew).

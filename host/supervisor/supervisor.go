@@ -477,12 +477,29 @@ func (s *Supervisor) Keys() []string {
 	return keys
 }
 
-// Manifests returns the manifests of loaded extensions.
-func (s *Supervisor) Manifests() []*sdk.Manifest {
+// Subscribers implements queue.Extensions: the manifests of loaded extensions that declare
+// event subscriptions and take events now, that is enabled and, when gated, with their flag
+// on (the flag is read from the kernel's settings cache; an unreadable flag counts as on, so
+// an event is never lost to a failed read).
+func (s *Supervisor) Subscribers(ctx context.Context) []*sdk.Manifest {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]*sdk.Manifest, 0, len(s.exts))
+	list := make([]*managed, 0, len(s.exts))
 	for _, m := range s.exts {
+		if len(m.src.Manifest.Events) > 0 {
+			list = append(list, m)
+		}
+	}
+	s.mu.RUnlock()
+	out := make([]*sdk.Manifest, 0, len(list))
+	for _, m := range list {
+		if !m.enabled() {
+			continue
+		}
+		if flag := m.src.Manifest.Flag; flag != "" {
+			if on, err := s.k.ExperimentalFlag(ctx, flag); err == nil && !on {
+				continue
+			}
+		}
 		out = append(out, m.src.Manifest)
 	}
 	return out

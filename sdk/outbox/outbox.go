@@ -83,9 +83,20 @@ type Outbox struct {
 	log   hclog.Logger
 	kick  chan struct{}
 
+	// pending holds the rows this process added in the last freshGrace (id → pendingRow),
+	// so that Deliver sends them without reading them back.
+	pending sync.Map
+
 	stopOnce sync.Once
 	stop     chan struct{}
 	done     chan struct{}
+}
+
+// pendingRow is a row as this process added it.
+type pendingRow struct {
+	kind    string
+	payload []byte
+	added   time.Time
 }
 
 // sweepEvery is how often the drainer looks for rows nobody kicked (left by a crash, or
@@ -159,7 +170,19 @@ func (o *Outbox) add(ctx context.Context, db any, kind string, v any) (string, e
 	if err != nil {
 		return "", fmt.Errorf("error adding outbox %s: %w", kind, err)
 	}
+	o.pending.Store(id, pendingRow{kind: kind, payload: payload, added: time.Now()})
 	return id, nil
+}
+
+// prunePending forgets rows added more than freshGrace ago: their transaction rolled back,
+// or their writer never delivered them, and the drainer owns them now.
+func (o *Outbox) prunePending() {
+	o.pending.Range(func(k, v any) bool {
+		if time.Since(v.(pendingRow).added) >= freshGrace {
+			o.pending.Delete(k)
+		}
+		return true
+	})
 }
 
 func (o *Outbox) run() {
@@ -172,6 +195,7 @@ func (o *Outbox) run() {
 			return
 		case <-o.kick:
 		case <-t.C:
+			o.prunePending()
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		for {
@@ -199,10 +223,40 @@ func (o *Outbox) Deliver(ctx context.Context, ids []string) {
 	if len(ids) == 0 {
 		return
 	}
-	if _, err := o.deliverRows(ctx, `id = ANY($1::uuid[]) AND next_attempt_at <= now()`, ids); err != nil {
+	// Rows added here well within freshGrace, which the drainer leaves alone, are delivered
+	// as they were added, without claiming them first (half the grace leaves room for the
+	// transaction's own time: the drainer counts from its start); the others are claimed
+	// and read back.
+	var fresh []row
+	var rest []string
+	for _, id := range ids {
+		v, ok := o.pending.LoadAndDelete(id)
+		if p, _ := v.(pendingRow); ok && time.Since(p.added) < freshGrace/2 {
+			fresh = append(fresh, row{id: id, kind: p.kind, payload: p.payload})
+			continue
+		}
+		rest = append(rest, id)
+	}
+	var errs []error
+	if len(fresh) > 0 {
+		errs = append(errs, o.deliverBatch(ctx, fresh))
+	}
+	if len(rest) > 0 {
+		_, err := o.deliverRows(ctx, `id = ANY($1::uuid[]) AND next_attempt_at <= now()`, rest)
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
 		o.log.Warn("error delivering outbox rows; the drainer retries them", "error", err)
 		o.Kick()
 	}
+}
+
+// row is one outbox row to deliver.
+type row struct {
+	id, kind string
+	payload  []byte
+	attempts int
+	created  time.Time
 }
 
 // drainBatch is how many rows one drain pass claims.
@@ -241,12 +295,6 @@ func (o *Outbox) deliverRows(ctx context.Context, cond string, ids []string) (in
 	if err != nil {
 		return 0, err
 	}
-	type row struct {
-		id, kind string
-		payload  []byte
-		attempts int
-		created  time.Time
-	}
 	batch, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 		var x row
 		err := r.Scan(&x.id, &x.kind, &x.payload, &x.attempts, &x.created)
@@ -261,6 +309,12 @@ func (o *Outbox) deliverRows(ctx context.Context, cond string, ids []string) (in
 		}
 		return strings.Compare(a.id, b.id)
 	})
+	return len(batch), o.deliverBatch(ctx, batch)
+}
+
+// deliverBatch delivers rows in order, then deletes the delivered (and the undeliverable)
+// ones and reschedules the rest with backoff.
+func (o *Outbox) deliverBatch(ctx context.Context, batch []row) error {
 	var done []string
 	var errs []error
 	for _, r := range batch {
@@ -286,7 +340,7 @@ func (o *Outbox) deliverRows(ctx context.Context, cond string, ids []string) (in
 			errs = append(errs, err)
 		}
 	}
-	return len(batch), errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // deliver sends one row to the host.

@@ -44,6 +44,7 @@ func runExtension(key string) {
 		fmt.Fprintf(os.Stderr, "keel: no first-party extension %q\n", key)
 		os.Exit(2)
 	}
+	startPprof(key)
 	sdk.Serve(f())
 }
 
@@ -91,6 +92,7 @@ func serveCommand() *cobra.Command {
 
 func serve(ctx context.Context, cfg host.Config) error {
 	logger := host.NewLogger(cfg, os.Stderr)
+	startPprof("serve")
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	began := time.Now()
