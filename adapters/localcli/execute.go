@@ -453,10 +453,54 @@ func linkSkills(inv *Invocation, dir string, au *procrun.User) {
 		if _, err := os.Lstat(target); err == nil {
 			continue
 		}
+		if au != nil {
+			// keel's data dir, where skills are materialised, is closed to the agent user:
+			// it gets a copy it owns instead of a link it could not follow.
+			if err := copySkill(sk.Path, target, au); err != nil {
+				inv.Log(fmt.Sprintf("[service] Warning: could not copy skill %s: %v", name, err))
+			}
+			continue
+		}
 		if err := os.Symlink(sk.Path, target); err != nil {
 			inv.Log(fmt.Sprintf("[service] Warning: could not link skill %s: %v", name, err))
 		}
 	}
+}
+
+// copySkill copies a skill's folder (regular files and folders only) to target, owned by
+// the agent user.
+func copySkill(src, target string, au *procrun.User) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(target, rel)
+		switch {
+		case d.IsDir():
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				return err
+			}
+		case d.Type().IsRegular():
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(dst, b, info.Mode().Perm()); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+		return os.Lchown(dst, int(au.UID), int(au.GID))
+	})
 }
 
 // maxReadBytes bounds a file read for the CLI (instructions, its config).
