@@ -120,6 +120,18 @@ func (x *Extension) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*
 	}
 	defer os.RemoveAll(inv.RunDir)
 	inv.Env = envMap(procrun.BuildEnv(os.Environ(), c.Env, req.Env, req.AuthToken))
+	// The workspace variables name the directory the CLI runs in, whoever chose it
+	// (REFERENCE.md 3 step 5); AGENT_HOME is the agent's own directory.
+	if inv.Env["SERVICE_WORKSPACE_CWD"] == "" {
+		inv.Env["SERVICE_WORKSPACE_CWD"] = inv.Cwd
+		inv.Env["SERVICE_WORKSPACE_SOURCE"] = "agent_home"
+		if c.Cwd != "" {
+			inv.Env["SERVICE_WORKSPACE_SOURCE"] = "adapter_config"
+		}
+	}
+	if home, err := x.agentDir(req, au); err == nil {
+		inv.Env["AGENT_HOME"] = home
+	}
 	inv.Home = inv.Env["HOME"]
 	inv.AsRoot = au == nil && os.Geteuid() == 0
 	inv.user = au
@@ -407,6 +419,12 @@ func (x *Extension) workDir(c *Config, req *adapter.ExecuteRequest, au *procrun.
 		}
 		return c.Cwd, nil
 	}
+	return x.agentDir(req, au)
+}
+
+// agentDir returns the agent's own directory under the adapter's data directory (the agent
+// user's home when agents run as one), made when missing.
+func (x *Extension) agentDir(req *adapter.ExecuteRequest, au *procrun.User) (string, error) {
 	base := x.dataDir
 	if base == "" {
 		base = os.TempDir()
