@@ -384,16 +384,17 @@ func (x *Workspaces) startRuntime(ctx context.Context, w *ExecutionWorkspace, s 
 		}
 		bctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := x.pool.Exec(bctx, `UPDATE runtime_services SET status = $2, exit_code = $3, stopped_at = now(), updated_at = now()
-			WHERE id = $1`, id, status, code); err != nil {
-			x.log.Warn("error recording the end of a runtime process", "id", id, "error", err)
-		}
+		// The operation first: a reader that sees the command finished finds its output.
 		if kind == kindCommand {
 			opStatus := "succeeded"
 			if status != svcSucceeded {
 				opStatus = "failed"
 			}
 			x.operationFinish(bctx, op, opStatus, &code, stdout.String(), stderr.String())
+		}
+		if _, err := x.pool.Exec(bctx, `UPDATE runtime_services SET status = $2, exit_code = $3, stopped_at = now(), updated_at = now()
+			WHERE id = $1`, id, status, code); err != nil {
+			x.log.Warn("error recording the end of a runtime process", "id", id, "error", err)
 		}
 		x.procs.remove(id)
 		close(p.done)
