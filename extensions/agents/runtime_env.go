@@ -165,6 +165,7 @@ func (a *Agents) runWorkspace(ctx context.Context, run *heartbeatRun, req *adapt
 		Cwd                  string            `json:"cwd"`
 		Strategy             string            `json:"strategy"`
 		Env                  map[string]string `json:"env"`
+		Warning              string            `json:"warning"`
 	}
 	err := a.host.Call(ctx, "workspaces.realize", sdk.SystemActor(), run.CompanyID,
 		map[string]any{"runId": run.ID, "agentId": run.AgentID, "issueId": issueID}, &out)
@@ -178,6 +179,9 @@ func (a *Agents) runWorkspace(ctx context.Context, run *heartbeatRun, req *adapt
 		if strings.HasPrefix(k, "SERVICE_WORKSPACE") || strings.HasPrefix(k, "SERVICE_RUNTIME_") {
 			req.Env[k] = v
 		}
+	}
+	if out.Warning != "" {
+		a.systemEvent(ctx, run.ID, "warning: "+out.Warning)
 	}
 	if out.Cwd != "" {
 		a.systemEvent(ctx, run.ID, fmt.Sprintf("workspace %s (%s): %s", out.ExecutionWorkspaceID, out.Strategy, out.Cwd))

@@ -34,7 +34,7 @@ func manifest() *sdk.Manifest {
 			Runtime:      sdk.Runtime{Kind: sdk.RuntimeProcess},
 			Kernel:       ">=0.1 <1.0",
 			Capabilities: []string{sdk.CapActivity, sdk.CapCalls, sdk.CapDatabase},
-			Uses:         []string{"work.issues.get", "work.issues.briefs", "work.projects.get"},
+			Uses:         []string{"work.issues.get", "work.issues.briefs", "work.projects.get", "agents.runStatus"},
 			Events:       []string{"company.deleted"},
 			ConfigSchema: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{}}`),
 		})

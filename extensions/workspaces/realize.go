@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +23,7 @@ func init() {
 		"realize": {
 			Description: "Resolve the working directory of an issue run (REFERENCE.md 3 step 4). Input {runId, agentId, issueId}. " +
 				"Output {executionWorkspaceId?, cwd?, source: project_primary|agent_home, strategy?: project_primary|git_worktree, " +
-				"env: the run's SERVICE_WORKSPACE_* and SERVICE_RUNTIME_* variables}. An issue without a project workspace gets " +
+				"env: the run's SERVICE_WORKSPACE_* and SERVICE_RUNTIME_* variables, warning?: a note for the run log}. An issue without a project workspace gets " +
 				"source agent_home and no cwd (the adapter uses the agent's own directory). 422 when the workspace cannot be made.",
 			Call: (*Workspaces).methodRealize,
 		},
@@ -113,6 +114,8 @@ type RealizeResult struct {
 	Source               string            `json:"source"`
 	Strategy             string            `json:"strategy,omitempty"`
 	Env                  map[string]string `json:"env"`
+	// Warning is a note for the run's log (a fallback to the agent's own directory).
+	Warning string `json:"warning,omitempty"`
 }
 
 func (x *Workspaces) methodRealize(ctx context.Context, call *sdk.MethodCall) (any, error) {
@@ -129,11 +132,17 @@ func (x *Workspaces) methodRealize(ctx context.Context, call *sdk.MethodCall) (a
 	if in.RunID != "" && !sdk.IsUUID(in.RunID) {
 		return nil, sdk.Invalid("runId", "must be a UUID")
 	}
+	home := &RealizeResult{Source: SourceAgentHome, Env: map[string]string{"SERVICE_WORKSPACE_SOURCE": SourceAgentHome}}
 	var iss issueRecord
 	if err := x.host.Call(ctx, "work.issues.get", sdk.SystemActor(), call.CompanyID, map[string]any{"id": in.IssueID}, &iss); err != nil {
+		var e *sdk.Error
+		if sdk.IsMethodNotProvided(err) || (errors.As(err, &e) && e.Status == http.StatusNotFound) {
+			// No work owner, or the issue is gone: the run goes on in the agent's directory.
+			home.Warning = "the run's issue cannot be read; it works in the agent's own directory"
+			return home, nil
+		}
 		return nil, fmt.Errorf("error reading issue %s: %w", in.IssueID, err)
 	}
-	home := &RealizeResult{Source: SourceAgentHome, Env: map[string]string{"SERVICE_WORKSPACE_SOURCE": SourceAgentHome}}
 	if iss.ProjectID == nil {
 		return home, nil
 	}
@@ -159,6 +168,15 @@ func (x *Workspaces) methodRealize(ctx context.Context, call *sdk.MethodCall) (a
 	if policy.isolated() {
 		w, err = x.realizeWorktree(ctx, call.CompanyID, &in, &iss, &proj, pw, &policy)
 	} else {
+		if st, serr := os.Stat(*pw.Cwd); serr != nil || !st.IsDir() {
+			// The project's folder is not on this node: the run goes on in the agent's own
+			// directory, with a note in its log.
+			setEnv(home.Env, "SERVICE_WORKSPACE_ID", pw.ID)
+			setEnv(home.Env, "SERVICE_WORKSPACE_REPO_URL", deref(pw.RepoURL))
+			home.Env["SERVICE_WORKSPACES_JSON"] = workspacesJSON(&proj)
+			home.Warning = fmt.Sprintf("project workspace cwd %s is not an existing directory; the run works in the agent's own directory", *pw.Cwd)
+			return home, nil
+		}
 		w, err = x.realizeShared(ctx, call.CompanyID, &proj, pw, &policy)
 	}
 	if err != nil {

@@ -31,6 +31,9 @@ func init() {
 			Errors: []int{http.StatusNotFound}, Query: opsQuery{},
 			Summary: "List the operations that made, provisioned, ran commands in and removed the workspace (newest first)",
 			Handle:  (*Workspaces).handleOperations},
+		route{Method: http.MethodGet, Path: "/api/heartbeat-runs/{runId}/workspace-operations", Response: new([]*Operation),
+			Errors: []int{http.StatusNotFound}, Summary: "List the workspace operations a heartbeat run caused (oldest first)",
+			Handle: (*Workspaces).handleRunOperations},
 		route{Method: http.MethodPost, Path: "/api/execution-workspaces/{id}/runtime-services/{action}", Body: runtimeBody{},
 			Response: new(RuntimeActionResult), Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
 			Summary: "Start, stop or restart the workspace's runtime services (all, or the one named)", Handle: (*Workspaces).handleRuntime},
@@ -327,6 +330,58 @@ func (x *Workspaces) handleOperations(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sdk.WriteJSON(rw, http.StatusOK, ops)
+}
+
+// msgRunNotFound is the agents owner's text for an unknown run.
+const msgRunNotFound = "Heartbeat run not found"
+
+func (x *Workspaces) handleRunOperations(rw http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	runID := strings.ToLower(r.PathValue("runId"))
+	if !sdk.IsUUID(runID) {
+		x.writeErr(rw, sdk.NotFound(msgRunNotFound))
+		return
+	}
+	var st struct {
+		Found     bool   `json:"found"`
+		CompanyID string `json:"companyId"`
+	}
+	if err := x.host.Call(ctx, "agents.runStatus", sdk.SystemActor(), "", map[string]any{"runId": runID}, &st); err != nil {
+		if sdk.IsMethodNotProvided(err) {
+			err = sdk.NotFound(msgRunNotFound)
+		}
+		x.writeErr(rw, err)
+		return
+	}
+	if !st.Found {
+		x.writeErr(rw, sdk.NotFound(msgRunNotFound))
+		return
+	}
+	if err := sdk.RequireCompanyAccess(ctx, st.CompanyID); err != nil {
+		x.writeErr(rw, err)
+		return
+	}
+	rows, err := x.pool.Query(ctx, `SELECT `+operationColumns+` FROM workspace_operations WHERE heartbeat_run_id = $1 AND company_id = $2
+		ORDER BY started_at, id LIMIT 500`, runID, st.CompanyID)
+	if err != nil {
+		x.writeErr(rw, fmt.Errorf("error listing the workspace operations of run %s: %w", runID, err))
+		return
+	}
+	defer rows.Close()
+	out := []*Operation{}
+	for rows.Next() {
+		o, err := scanOperation(rows)
+		if err != nil {
+			x.writeErr(rw, fmt.Errorf("error reading a workspace operation: %w", err))
+			return
+		}
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		x.writeErr(rw, fmt.Errorf("error listing the workspace operations of run %s: %w", runID, err))
+		return
+	}
+	sdk.WriteJSON(rw, http.StatusOK, out)
 }
 
 // runtimeBody is the body of both runtime action routes; every field is optional and

@@ -91,6 +91,8 @@ func TestSharedWorkspaceRoutes(t *testing.T) {
 			"/api/execution-workspaces/" + missing + "/close-readiness", "/api/execution-workspaces/" + missing + "/workspace-operations"} {
 			requireError(t, h.Do("GET", p, nil), http.StatusNotFound, "Execution workspace not found")
 		}
+		requireError(t, h.Do("GET", "/api/heartbeat-runs/"+missing+"/workspace-operations", nil), http.StatusNotFound, "Heartbeat run not found")
+		requireError(t, h.Do("GET", "/api/heartbeat-runs/nope/workspace-operations", nil), http.StatusNotFound, "Heartbeat run not found")
 		requireError(t, h.Do("PATCH", "/api/execution-workspaces/"+missing, map[string]any{"name": "x"}), http.StatusNotFound, "Execution workspace not found")
 		requireError(t, h.Do("POST", "/api/execution-workspaces/"+missing+"/runtime-services/start", nil), http.StatusNotFound, "Execution workspace not found")
 		requireError(t, h.Do("POST", "/api/execution-workspaces/"+missing+"/runtime-commands/run", nil), http.StatusNotFound, "Execution workspace not found")
@@ -115,6 +117,7 @@ func TestSharedWorkspaceRoutes(t *testing.T) {
 			{"GET", "/api/execution-workspaces/" + id}, {"GET", "/api/execution-workspaces/" + id + "/close-readiness"},
 			{"GET", "/api/execution-workspaces/" + id + "/workspace-operations"}, {"PATCH", "/api/execution-workspaces/" + id},
 			{"POST", "/api/execution-workspaces/" + id + "/runtime-services/start"}, {"POST", "/api/execution-workspaces/" + id + "/runtime-commands/run"},
+			{"GET", "/api/heartbeat-runs/" + run["id"].(string) + "/workspace-operations"},
 		} {
 			var body any
 			if c.method != "GET" {
@@ -127,6 +130,29 @@ func TestSharedWorkspaceRoutes(t *testing.T) {
 		// An agent of the company reads its workspaces.
 		require.Equal(t, http.StatusOK, h.Do("GET", "/api/execution-workspaces/"+id, nil, insider.As("")...).Status)
 		require.Equal(t, http.StatusOK, h.Do("GET", "/api/companies/"+company+"/execution-workspaces", nil, insider.As("")...).Status)
+	})
+
+	t.Run("MissingFolder", func(t *testing.T) {
+		t.Parallel()
+		// A project workspace whose folder is not on this node: the run goes on in the
+		// agent's own directory, with a note in its log.
+		p2, pw2 := createProject(t, h, company, map[string]any{"name": "elsewhere", "sourceType": "local_path",
+			"cwd": filepath.Join(dir, "not-here")}, nil)
+		agent2 := createAgent(t, h, company, "Wanderer", nil, nil)
+		createIssue(t, h, company, p2, agent2, "Work elsewhere")
+		run2 := finishedRun(t, h, company, agent2)
+		rep := report(t, h, run2["id"].(string))
+		require.Equal(t, "succeeded", run2["status"], "%v\n%s", run2, rep.log)
+		require.Contains(t, rep.log, "is not an existing directory; the run works in the agent's own directory")
+		require.Equal(t, "agent_home", rep.env["SERVICE_WORKSPACE_SOURCE"])
+		require.Equal(t, pw2, rep.env["SERVICE_WORKSPACE_ID"])
+		require.Equal(t, rep.cwd, rep.env["SERVICE_WORKSPACE_CWD"])
+		require.Len(t, workspaceList(t, h, company, "?projectId="+p2), 0)
+		var ops []map[string]any
+		res := h.Do("GET", "/api/heartbeat-runs/"+run2["id"].(string)+"/workspace-operations", nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		res.JSON(t, &ops)
+		require.Empty(t, ops)
 	})
 
 	t.Run("Runtime", func(t *testing.T) {

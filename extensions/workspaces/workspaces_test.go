@@ -276,6 +276,13 @@ func TestWorktrees(t *testing.T) {
 	require.Equal(t, "succeeded", phases["worktree_cleanup git worktree remove "+wsA["cwd"].(string)], "%v", phases)
 	require.Equal(t, "succeeded", phases["worktree_cleanup git branch -d "+wsA["branchName"].(string)], "%v", phases)
 	require.Equal(t, runA["id"], ops[len(ops)-1]["heartbeatRunId"], "the first operation is the run's")
+	res = h.Do("GET", "/api/heartbeat-runs/"+runA["id"].(string)+"/workspace-operations", nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	var runOps []map[string]any
+	res.JSON(t, &runOps)
+	require.Len(t, runOps, 1, "%v", runOps)
+	require.Equal(t, "worktree_prepare", runOps[0]["phase"])
+	require.Equal(t, idA, runOps[0]["executionWorkspaceId"])
 
 	// B: its untracked file removed, it closes; its unmerged, unpushed branch is not
 	// touched by other closes.
