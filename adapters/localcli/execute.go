@@ -120,6 +120,18 @@ func (x *Extension) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*
 	}
 	defer os.RemoveAll(inv.RunDir)
 	inv.Env = envMap(procrun.BuildEnv(os.Environ(), c.Env, req.Env, req.AuthToken))
+	// The workspace variables name the directory the CLI runs in, whoever chose it
+	// (REFERENCE.md 3 step 5); AGENT_HOME is the agent's own directory.
+	if inv.Env["SERVICE_WORKSPACE_CWD"] == "" {
+		inv.Env["SERVICE_WORKSPACE_CWD"] = inv.Cwd
+		inv.Env["SERVICE_WORKSPACE_SOURCE"] = "agent_home"
+		if c.Cwd != "" {
+			inv.Env["SERVICE_WORKSPACE_SOURCE"] = "adapter_config"
+		}
+	}
+	if home, err := x.agentDir(req, au); err == nil {
+		inv.Env["AGENT_HOME"] = home
+	}
 	inv.Home = inv.Env["HOME"]
 	inv.AsRoot = au == nil && os.Geteuid() == 0
 	inv.user = au
@@ -407,6 +419,12 @@ func (x *Extension) workDir(c *Config, req *adapter.ExecuteRequest, au *procrun.
 		}
 		return c.Cwd, nil
 	}
+	return x.agentDir(req, au)
+}
+
+// agentDir returns the agent's own directory under the adapter's data directory (the agent
+// user's home when agents run as one), made when missing.
+func (x *Extension) agentDir(req *adapter.ExecuteRequest, au *procrun.User) (string, error) {
 	base := x.dataDir
 	if base == "" {
 		base = os.TempDir()
@@ -453,10 +471,54 @@ func linkSkills(inv *Invocation, dir string, au *procrun.User) {
 		if _, err := os.Lstat(target); err == nil {
 			continue
 		}
+		if au != nil {
+			// keel's data dir, where skills are materialised, is closed to the agent user:
+			// it gets a copy it owns instead of a link it could not follow.
+			if err := copySkill(sk.Path, target, au); err != nil {
+				inv.Log(fmt.Sprintf("[service] Warning: could not copy skill %s: %v", name, err))
+			}
+			continue
+		}
 		if err := os.Symlink(sk.Path, target); err != nil {
 			inv.Log(fmt.Sprintf("[service] Warning: could not link skill %s: %v", name, err))
 		}
 	}
+}
+
+// copySkill copies a skill's folder (regular files and folders only) to target, owned by
+// the agent user.
+func copySkill(src, target string, au *procrun.User) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(target, rel)
+		switch {
+		case d.IsDir():
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				return err
+			}
+		case d.Type().IsRegular():
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(dst, b, info.Mode().Perm()); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+		return os.Lchown(dst, int(au.UID), int(au.GID))
+	})
 }
 
 // maxReadBytes bounds a file read for the CLI (instructions, its config).

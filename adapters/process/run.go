@@ -94,6 +94,11 @@ func (a *Adapter) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*ad
 	if err != nil {
 		return failed(err), nil
 	}
+	// A configured cwd wins; otherwise the run's workspace (SERVICE_WORKSPACE_CWD), else the
+	// agent's own directory.
+	if ws := req.Env["SERVICE_WORKSPACE_CWD"]; c.Cwd == "" && ws != "" {
+		c.Cwd = ws
+	}
 	dir, err := a.workDir(c, req.AgentID)
 	if err != nil {
 		return failed(err), nil

@@ -214,14 +214,16 @@ type agentConfig struct {
 	AdapterType   string
 	AdapterConfig map[string]any
 	Runtime       agentRuntimeConfig
+	// DesiredSkills are the names (key, slug or name) of the skills the agent wants.
+	DesiredSkills []string
 }
 
 // agentConfigGet loads an agent's configuration; nil when it has none.
 func (a *Agents) agentConfigGet(ctx context.Context, agentID string) (*agentConfig, error) {
 	c := &agentConfig{}
-	var adapterCfg, runtimeCfg []byte
-	err := a.pool.QueryRow(ctx, `SELECT agent_id, company_id, adapter_type, adapter_config, runtime_config
-		FROM agent_configs WHERE agent_id = $1`, agentID).Scan(&c.AgentID, &c.CompanyID, &c.AdapterType, &adapterCfg, &runtimeCfg)
+	var adapterCfg, runtimeCfg, skills []byte
+	err := a.pool.QueryRow(ctx, `SELECT agent_id, company_id, adapter_type, adapter_config, runtime_config, desired_skills
+		FROM agent_configs WHERE agent_id = $1`, agentID).Scan(&c.AgentID, &c.CompanyID, &c.AdapterType, &adapterCfg, &runtimeCfg, &skills)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -231,6 +233,7 @@ func (a *Agents) agentConfigGet(ctx context.Context, agentID string) (*agentConf
 	c.AdapterConfig = map[string]any{}
 	_ = json.Unmarshal(adapterCfg, &c.AdapterConfig)
 	_ = json.Unmarshal(runtimeCfg, &c.Runtime)
+	_ = json.Unmarshal(skills, &c.DesiredSkills)
 	return c, nil
 }
 

@@ -301,6 +301,10 @@ func (e *engine) invokeAdapter(ctx context.Context, run *heartbeatRun) (out *run
 		RunID: run.ID, AgentID: run.AgentID, AgentName: agent.Name, CompanyID: run.CompanyID, AdapterType: cfg.AdapterType,
 		Config: rawConfig, Env: runtimeEnv(a.env.APIURL, run, jwt), Context: run.ContextSnapshot, AuthToken: jwt,
 	}
+	if err := a.runWorkspace(ctx, run, req); err != nil {
+		return fail("workspace_failed", err.Error())
+	}
+	req.Skills = a.runSkills(ctx, run, cfg.DesiredSkills)
 	if req.Runtime, err = a.taskSession(ctx, run, cfg.AdapterType); err != nil {
 		return fail("internal_error", err.Error())
 	}

@@ -18,7 +18,7 @@ func init() {
 			Call: (*Agents).methodWakeup,
 		},
 		"runStatus": {
-			Description: "Read a run's status. Input: {runId}. Output: {found, status, agentId, issueId (the run's context issue, \"\" when none)}.",
+			Description: "Read a run's status. Input: {runId}. Output: {found, status, agentId, companyId, issueId (the run's context issue, \"\" when none)}.",
 			Call:        (*Agents).methodRunStatus,
 		},
 		"runEvents": {
@@ -81,7 +81,7 @@ func (a *Agents) methodRunStatus(ctx context.Context, call *sdk.MethodCall) (any
 		return map[string]any{"found": false}, nil
 	}
 	issueID, _ := run.ContextSnapshot["issueId"].(string)
-	return map[string]any{"found": true, "status": run.Status, "agentId": run.AgentID, "issueId": issueID}, nil
+	return map[string]any{"found": true, "status": run.Status, "agentId": run.AgentID, "companyId": run.CompanyID, "issueId": issueID}, nil
 }
 
 func (a *Agents) methodRunEvents(ctx context.Context, call *sdk.MethodCall) (any, error) {

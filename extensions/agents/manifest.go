@@ -36,7 +36,7 @@ func manifest() *sdk.Manifest {
 			Events:      []string{eventCompanyDeleted},
 			Capabilities: []string{sdk.CapActivity, sdk.CapAuthz, sdk.CapPrincipals, sdk.CapCompanies, sdk.CapCalls, sdk.CapSecrets,
 				sdk.CapEvents, sdk.CapJobs, sdk.CapSettings, sdk.CapDatabase},
-			Uses: []string{"work.*", "secrets.*", "costs.*", "adapter.*", "keel.adapters.*"},
+			Uses: []string{"work.*", "secrets.*", "costs.*", "adapter.*", "keel.adapters.*", "skills.list", "skills.get", "workspaces.*"},
 		})
 	})
 	return built

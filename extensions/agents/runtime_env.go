@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/adapter"
 )
 
 // runtimeEnv builds the SERVICE_* environment of a run (REFERENCE 3 step 5): the base five
@@ -146,4 +147,44 @@ func (a *Agents) resolveConfig(ctx context.Context, run *heartbeatRun, config ma
 	}
 	cp["env"] = env
 	return cp, nil
+}
+
+// runWorkspace resolves the working directory of an issue run through the workspaces owner
+// ("workspaces.realize", REFERENCE.md 3 step 4): the project workspace, a git worktree of it
+// on the issue's own branch, or, with no project workspace, the agent's own directory
+// (which the adapter makes). Its SERVICE_WORKSPACE_* and SERVICE_RUNTIME_* variables join
+// the run's environment. Runs without an issue, and hosts without a workspaces extension,
+// leave the directory to the adapter. An error fails the run.
+func (a *Agents) runWorkspace(ctx context.Context, run *heartbeatRun, req *adapter.ExecuteRequest) error {
+	issueID, _ := run.ContextSnapshot["issueId"].(string)
+	if issueID == "" {
+		return nil
+	}
+	var out struct {
+		ExecutionWorkspaceID string            `json:"executionWorkspaceId"`
+		Cwd                  string            `json:"cwd"`
+		Strategy             string            `json:"strategy"`
+		Env                  map[string]string `json:"env"`
+		Warning              string            `json:"warning"`
+	}
+	err := a.host.Call(ctx, "workspaces.realize", sdk.SystemActor(), run.CompanyID,
+		map[string]any{"runId": run.ID, "agentId": run.AgentID, "issueId": issueID}, &out)
+	if sdk.IsMethodNotProvided(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("error preparing the run's workspace: %w", err)
+	}
+	for k, v := range out.Env {
+		if strings.HasPrefix(k, "SERVICE_WORKSPACE") || strings.HasPrefix(k, "SERVICE_RUNTIME_") {
+			req.Env[k] = v
+		}
+	}
+	if out.Warning != "" {
+		a.systemEvent(ctx, run.ID, "warning: "+out.Warning)
+	}
+	if out.Cwd != "" {
+		a.systemEvent(ctx, run.ID, fmt.Sprintf("workspace %s (%s): %s", out.ExecutionWorkspaceID, out.Strategy, out.Cwd))
+	}
+	return nil
 }

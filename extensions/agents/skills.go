@@ -2,11 +2,14 @@ package agents
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/keelhq/keel/sdk"
+	"github.com/keelhq/keel/sdk/adapter"
 )
 
 func init() {
@@ -80,4 +83,67 @@ func handleSkillsSync(a *Agents, rw http.ResponseWriter, r *http.Request) {
 		a.log.Warn("error logging activity", "error", err)
 	}
 	sdk.WriteJSON(rw, http.StatusOK, map[string]any{"agentId": ag.ID.Id, "desiredSkills": skills})
+}
+
+// runSkill is the part of a skill the run's skill resolution reads from the skills owner.
+type runSkill struct {
+	ID        string `json:"id"`
+	Key       string `json:"key"`
+	Slug      string `json:"slug"`
+	Name      string `json:"name"`
+	LocalPath string `json:"localPath"`
+}
+
+// runSkills resolves the agent's desired skills for a run through the skills owner: each
+// name matches a company skill's key, slug or name (case-insensitively), and the skill's
+// files are materialised on this node ("skills.get" with materialize) for the adapter to
+// hand to its CLI. Without a skills extension the run gets none; a name that matches no
+// skill, or a skill that cannot be materialised, is noted in the run log and skipped.
+func (a *Agents) runSkills(ctx context.Context, run *heartbeatRun, desired []string) []adapter.Skill {
+	if len(desired) == 0 {
+		return nil
+	}
+	var list struct {
+		Skills []runSkill `json:"skills"`
+	}
+	err := a.host.Call(ctx, "skills.list", sdk.SystemActor(), run.CompanyID, map[string]any{}, &list)
+	if sdk.IsMethodNotProvided(err) {
+		return nil
+	}
+	if err != nil {
+		a.systemEvent(ctx, run.ID, "warning: could not read the agent's skills: "+err.Error())
+		return nil
+	}
+	var out []adapter.Skill
+	var missing []string
+	for _, want := range desired {
+		w := strings.ToLower(strings.TrimSpace(want))
+		var found *runSkill
+		for i := range list.Skills {
+			s := &list.Skills[i]
+			if w == s.Key || w == s.Slug || w == strings.ToLower(s.Name) {
+				found = s
+				break
+			}
+		}
+		if found == nil {
+			missing = append(missing, want)
+			continue
+		}
+		var got runSkill
+		if err := a.host.Call(ctx, "skills.get", sdk.SystemActor(), run.CompanyID,
+			map[string]any{"skillId": found.ID, "materialize": true}, &got); err != nil || got.LocalPath == "" {
+			a.systemEvent(ctx, run.ID, fmt.Sprintf("warning: could not materialise skill %s: %v", found.Key, err))
+			continue
+		}
+		name := found.Slug
+		if name == "" {
+			name = found.ID
+		}
+		out = append(out, adapter.Skill{Name: name, Path: got.LocalPath})
+	}
+	if len(missing) > 0 {
+		a.systemEvent(ctx, run.ID, "warning: desired skills not found in the company: "+strings.Join(missing, ", "))
+	}
+	return out
 }

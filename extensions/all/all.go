@@ -28,4 +28,5 @@ import (
 	_ "github.com/keelhq/keel/extensions/skills"        // company skills, imports, the skill catalog
 	_ "github.com/keelhq/keel/extensions/statuscards"   // status cards, compiles, refreshes, update ledger
 	_ "github.com/keelhq/keel/extensions/work"          // issues, projects, goals, approvals, search
+	_ "github.com/keelhq/keel/extensions/workspaces"    // execution workspaces, worktrees, runtime services
 )

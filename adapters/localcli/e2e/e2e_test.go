@@ -107,6 +107,14 @@ func runEndToEnd(t *testing.T, h *sdktest.Host, tc cliCase) {
 	require.Equal(t, issueID, env["SERVICE_TASK_ID"])
 	require.Equal(t, "issue_assigned", env["SERVICE_WAKE_REASON"])
 	require.Contains(t, env["SERVICE_WAKE_PAYLOAD_JSON"], issueID)
+	// The issue has no project workspace: the run works in the agent's own directory, and
+	// the workspace variables say so (REFERENCE.md 3 steps 4 and 5).
+	require.Equal(t, "agent_home", env["SERVICE_WORKSPACE_SOURCE"])
+	require.Equal(t, fakeCwd(log), env["SERVICE_WORKSPACE_CWD"])
+	require.True(t, strings.HasSuffix(env["SERVICE_WORKSPACE_CWD"], "/"+agentID), "%q", env["SERVICE_WORKSPACE_CWD"])
+	for _, k := range []string{"SERVICE_WORKSPACE_STRATEGY", "SERVICE_WORKSPACE_ID", "SERVICE_WORKSPACE_BRANCH", "SERVICE_WORKSPACE_WORKTREE_PATH"} {
+		require.NotContains(t, env, k, "no project workspace, no %s", k)
+	}
 
 	res = h.Do("POST", "/api/issues/"+issueID+"/comments", map[string]any{"body": "One more thing."})
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
@@ -213,6 +221,16 @@ func runLog(t *testing.T, h *sdktest.Host, runID string) string {
 	res := h.Do("GET", "/api/heartbeat-runs/"+runID+"/log", nil)
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	return string(res.Body)
+}
+
+// fakeCwd reads the "cwd: " line a fake CLI printed into the run log.
+func fakeCwd(log string) string {
+	for _, line := range strings.Split(log, "\n") {
+		if _, v, ok := strings.Cut(line, "cwd: "); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // fakeEnv reads the "env: K=V" lines a fake CLI printed into the run log.

@@ -15,6 +15,7 @@ import (
 	_ "github.com/keelhq/keel/adapters/zeta_local"
 	_ "github.com/keelhq/keel/extensions/agents"
 	_ "github.com/keelhq/keel/extensions/work"
+	_ "github.com/keelhq/keel/extensions/workspaces"
 	"github.com/keelhq/keel/sdktest"
 )
 
