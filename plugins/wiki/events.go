@@ -113,7 +113,12 @@ func (w *Wiki) answerQuery(ctx context.Context, companyID, issueID, commentID st
 	}
 	_ = w.host.EmitStream(ctx, channel, companyID, map[string]any{"type": "query.done", "operationId": opID, "querySessionId": opID,
 		"answer": truncate(answer, 6000)})
-	return true, w.setIssue(ctx, companyID, issueID, "done", "")
+	// The maintainer usually closes its task itself; while its run holds the issue the
+	// work owner may refuse this move, which is fine.
+	if err := w.setIssue(ctx, companyID, issueID, "done", ""); err != nil {
+		sdk.LoggerFrom(ctx).Info("query issue left to its run", "issue", issueID, "error", err)
+	}
+	return true, nil
 }
 
 // ingestEvent captures one issue, comment or document event as a source of the default

@@ -78,11 +78,9 @@ type createdOp struct {
 // operation's hidden issue through the work owner (assigned to the maintainer, in the
 // wiki's project, origin plugin:<plugin>:operation:<type>) and records the operation.
 func (w *Wiki) createOperation(ctx context.Context, sp *Space, opType, title, description, priority string, metadata map[string]any) (*createdOp, error) {
-	l, err := w.host.ManagedResources(ctx, sp.CompanyID)
-	if err == nil && (l.Find(sdk.ManagedAgentKind, maintainerKey) == nil || l.Find(sdk.ManagedAgentKind, maintainerKey).ResourceID == nil ||
-		l.Find(sdk.ManagedProjectKind, projectKey) == nil || l.Find(sdk.ManagedProjectKind, projectKey).ResourceID == nil) {
-		l, err = w.host.ReconcileManaged(ctx, sp.CompanyID)
-	}
+	// A reconcile makes what is missing and reads each resource's current state (the
+	// maintainer's status decides whether the operation can run).
+	l, err := w.host.ReconcileManaged(ctx, sp.CompanyID)
 	if err != nil {
 		return nil, fmt.Errorf("error resolving the wiki maintainer: %w", err)
 	}
@@ -160,6 +158,10 @@ func (w *Wiki) markOperation(ctx context.Context, opID, status string, metadata 
 // setIssue moves an operation's issue and comments on it, through the work owner.
 func (w *Wiki) setIssue(ctx context.Context, companyID, issueID, status, comment string) error {
 	in := map[string]any{"id": issueID, "status": status}
+	if status == "blocked" {
+		// Entering blocked needs a reason the work owner understands: the board must act.
+		in["unblockDescriptor"] = map[string]any{"owner": "board", "action": "Resume the wiki maintainer agent, then ask again"}
+	}
 	if comment != "" {
 		in["comment"] = comment
 	}
@@ -266,8 +268,12 @@ func (w *Wiki) startQuery(r *http.Request) (int, any, error) {
 			state = "missing"
 		}
 		msg := fmt.Sprintf("The wiki maintainer agent is %s: resume it (or reset it) to ask the wiki", state)
-		_ = w.markOperation(ctx, op.ID, opBlocked, nil, nil, msg, "")
-		_ = w.setIssue(ctx, sp.CompanyID, op.Issue.ID, "blocked", "Wiki query blocked: "+msg+".")
+		if err := w.markOperation(ctx, op.ID, opBlocked, nil, nil, msg, ""); err != nil {
+			return 0, nil, err
+		}
+		if err := w.setIssue(ctx, sp.CompanyID, op.Issue.ID, "blocked", "Wiki query blocked: "+msg+"."); err != nil {
+			return 0, nil, err
+		}
 		return 0, nil, &sdk.Error{Status: http.StatusConflict, Code: "maintainer_unavailable", Message: msg,
 			Details: map[string]any{"operationId": op.ID, "issueId": op.Issue.ID}}
 	}
@@ -354,8 +360,12 @@ func (w *Wiki) fileAsPage(r *http.Request) (int, any, error) {
 	res, err := w.writePage(ctx, &pageWrite{Space: sp, Folder: f, Path: body.Path, Contents: []byte(contents), ExpectedHash: body.ExpectedHash,
 		Summary: "Filed query answer", Writer: writerBoard, Actor: sdk.ActorFrom(ctx), OperationID: op.ID, SourceRefs: refs})
 	if err != nil {
-		_ = w.markOperation(ctx, op.ID, opFailed, nil, nil, err.Error(), "")
-		_ = w.setIssue(ctx, sp.CompanyID, op.Issue.ID, "cancelled", "Filing failed: "+err.Error())
+		if merr := w.markOperation(ctx, op.ID, opFailed, nil, nil, err.Error(), ""); merr != nil {
+			sdk.LoggerFrom(ctx).Warn("could not mark the operation failed", "operation", op.ID, "error", merr)
+		}
+		if ierr := w.setIssue(ctx, sp.CompanyID, op.Issue.ID, "cancelled", "Filing failed: "+err.Error()); ierr != nil {
+			sdk.LoggerFrom(ctx).Warn("could not cancel the operation issue", "operation", op.ID, "error", ierr)
+		}
 		return 0, nil, err
 	}
 	if err := w.markOperation(ctx, op.ID, opDone, nil, []string{body.Path}, "", ""); err != nil {

@@ -59,7 +59,13 @@ func tool[P any](w *Wiki, fn func(ctx context.Context, c *sdk.ToolCall, sp *Spac
 			}
 		}
 		if e, ok := err.(*sdk.Error); ok && e.Status < 500 {
-			return &sdk.ToolResult{Error: e.Message, Data: map[string]any{"status": e.Status, "code": e.Code}}, nil
+			msg := e.Message
+			if ds, ok := e.Details.([]sdk.ValidationDetail); ok {
+				for _, d := range ds {
+					msg += "; " + d.Path + ": " + d.Message
+				}
+			}
+			return &sdk.ToolResult{Error: msg, Data: map[string]any{"status": e.Status, "code": e.Code}}, nil
 		}
 		return nil, err
 	}
