@@ -140,6 +140,40 @@ func (w *Wiki) indexPage(ctx context.Context, sp *Space, p string, contents []by
 	return res, nil
 }
 
+// indexBatchSize is how many pages one statement of an index refresh upserts.
+const indexBatchSize = 500
+
+// fileContents is a file read for indexing.
+type fileContents struct {
+	path     string
+	contents []byte
+}
+
+// indexBatch upserts many pages' rows in one statement (an index refresh of a large
+// folder), with the same metadata indexPage records.
+func (w *Wiki) indexBatch(ctx context.Context, sp *Space, files []fileContents) error {
+	if len(files) == 0 {
+		return nil
+	}
+	ids, paths, titles, types, links, hashes, bodies := make([]string, len(files)), make([]string, len(files)), make([]string, len(files)),
+		make([]string, len(files)), make([]string, len(files)), make([]string, len(files)), make([]string, len(files))
+	for i, f := range files {
+		l, _ := json.Marshal(pageLinks(f.path, f.contents))
+		ids[i], paths[i], titles[i], types[i], links[i], hashes[i] = uuid.NewString(), f.path, pageTitle(f.path, f.contents), pageType(f.path), string(l), hashOf(f.contents)
+		bodies[i] = truncate(strings.ToValidUTF8(string(f.contents), ""), maxIndexedBody)
+	}
+	_, err := w.db.ExecContext(ctx, `INSERT INTO wiki_pages (id, company_id, wiki_id, space_id, path, title, page_type, backlinks, content_hash, body_text)
+		SELECT u.id::uuid, $1, $2, $3, u.path, u.title, u.page_type, ARRAY(SELECT jsonb_array_elements_text(u.links::jsonb)), u.hash, u.body
+		FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[]) AS u(id, path, title, page_type, links, hash, body)
+		ON CONFLICT (space_id, path) DO UPDATE SET title = EXCLUDED.title, page_type = EXCLUDED.page_type, backlinks = EXCLUDED.backlinks,
+			content_hash = EXCLUDED.content_hash, body_text = EXCLUDED.body_text, updated_at = now()`,
+		sp.CompanyID, sp.WikiID, sp.ID, ids, paths, titles, types, links, hashes, bodies)
+	if err != nil {
+		return fmt.Errorf("error indexing %d pages: %w", len(files), err)
+	}
+	return nil
+}
+
 // RefreshResult says what an index refresh found.
 type RefreshResult struct {
 	Status    string   `json:"status"`
@@ -147,11 +181,19 @@ type RefreshResult struct {
 	Indexed   []string `json:"indexed"`
 	Removed   []string `json:"removed"`
 	Unchanged int      `json:"unchanged"`
+	// Complete is false when more changed pages wait than one call indexes
+	// (maxRefreshPerCall): call again until it is true.
+	Complete  bool `json:"complete"`
+	Remaining int  `json:"remaining"`
 }
 
+// maxRefreshPerCall bounds the pages one index refresh indexes, so a refresh of a large
+// folder answers within the request timeout; the caller repeats until complete.
+const maxRefreshPerCall = 2000
+
 // refreshIndex brings the page index in line with the folder: pages written straight to
-// the folder are indexed, changed ones re-read, vanished ones dropped (so backlinks from a
-// renamed page's old path go with it).
+// the folder are indexed, changed ones re-read (up to maxRefreshPerCall per call), vanished
+// ones dropped (so backlinks from a renamed page's old path go with it).
 func (w *Wiki) refreshIndex(ctx context.Context, sp *Space, f *folder) (*RefreshResult, error) {
 	files, err := f.listMarkdown("wiki")
 	if err != nil {
@@ -183,6 +225,7 @@ func (w *Wiki) refreshIndex(ctx context.Context, sp *Space, f *folder) (*Refresh
 	}
 	out := &RefreshResult{Status: "ok", SpaceSlug: sp.Slug, Indexed: []string{}, Removed: []string{}}
 	seen := map[string]bool{}
+	var batch []fileContents
 	for _, p := range files {
 		if checkPagePath(p) != nil {
 			continue
@@ -196,11 +239,23 @@ func (w *Wiki) refreshIndex(ctx context.Context, sp *Space, f *folder) (*Refresh
 			out.Unchanged++
 			continue
 		}
-		if _, err := w.indexPage(ctx, sp, p, b, nil); err != nil {
-			return nil, err
+		if len(out.Indexed) == maxRefreshPerCall {
+			out.Remaining++
+			continue
+		}
+		batch = append(batch, fileContents{p, b})
+		if len(batch) == indexBatchSize {
+			if err := w.indexBatch(ctx, sp, batch); err != nil {
+				return nil, err
+			}
+			batch = batch[:0]
 		}
 		out.Indexed = append(out.Indexed, p)
 	}
+	if err := w.indexBatch(ctx, sp, batch); err != nil {
+		return nil, err
+	}
+	out.Complete = out.Remaining == 0
 	for p := range known {
 		if !seen[p] {
 			out.Removed = append(out.Removed, p)
@@ -224,31 +279,32 @@ type SearchResult struct {
 	Rank      float64 `json:"rank"`
 }
 
-// search runs a ranked full-text search over page and source text (titles and paths
-// weigh more than bodies), with path and title substring matches as a fallback, and
-// returns the best hits with highlighted snippets.
+// search runs a ranked full-text search over page and source text (titles weigh most,
+// then paths, then bodies; English stemming), OR'ed with a prefix match of every word
+// against the same vectors (so "bill" and "page-42" find "billing" and "page-4242.md"),
+// both served by the GIN indexes, and returns the best hits with highlighted snippets
+// (computed for those hits only).
 func (w *Wiki) search(ctx context.Context, sp *Space, query, kind string, limit int) ([]SearchResult, error) {
-	like := "%" + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(strings.ToLower(query)) + "%"
 	rows, err := w.db.QueryContext(ctx, `
-		WITH q AS (SELECT websearch_to_tsquery('english', $2) AS tq),
+		WITH q AS (SELECT websearch_to_tsquery('english', $2) AS tq,
+			(SELECT to_tsquery('simple', string_agg(quote_literal(t.lexeme) || ':*', ' & '))
+				FROM unnest(to_tsvector('simple', translate($2, '/-._', '    '))) AS t) AS pq),
 		hits AS (
 			(SELECT 'page' AS kind, p.path, p.title, p.page_type AS match_text, p.body_text,
-				ts_rank_cd(p.search, q.tq) + CASE WHEN lower(p.path) LIKE $3 OR lower(p.title) LIKE $3 THEN 1 ELSE 0 END AS rank
-			FROM wiki_pages p, q WHERE p.space_id = $1 AND $4 IN ('all', 'page')
-				AND (p.search @@ q.tq OR lower(p.path) LIKE $3 OR lower(p.title) LIKE $3)
-			ORDER BY rank DESC, p.path LIMIT $5)
+				ts_rank_cd(p.search, q.tq) + 0.5 * ts_rank_cd(p.search, q.pq) AS rank
+			FROM wiki_pages p, q WHERE p.space_id = $1 AND $3 IN ('all', 'page') AND (p.search @@ q.tq OR p.search @@ q.pq)
+			ORDER BY rank DESC, p.path LIMIT $4)
 			UNION ALL
 			(SELECT 'source', s.raw_path, s.title, s.source_type, s.body_text,
-				ts_rank_cd(s.search, q.tq) + CASE WHEN lower(s.raw_path) LIKE $3 OR lower(s.title) LIKE $3 OR lower(coalesce(s.url, '')) LIKE $3 THEN 1 ELSE 0 END
-			FROM wiki_sources s, q WHERE s.space_id = $1 AND $4 IN ('all', 'source')
-				AND (s.search @@ q.tq OR lower(s.raw_path) LIKE $3 OR lower(s.title) LIKE $3 OR lower(coalesce(s.url, '')) LIKE $3)
-			ORDER BY 6 DESC, 2 LIMIT $5)
+				ts_rank_cd(s.search, q.tq) + 0.5 * ts_rank_cd(s.search, q.pq)
+			FROM wiki_sources s, q WHERE s.space_id = $1 AND $3 IN ('all', 'source') AND (s.search @@ q.tq OR s.search @@ q.pq)
+			ORDER BY 6 DESC, 2 LIMIT $4)
 		),
-		top AS (SELECT * FROM hits ORDER BY rank DESC, kind, path LIMIT $5)
+		top AS (SELECT * FROM hits ORDER BY rank DESC, kind, path LIMIT $4)
 		SELECT kind, path, title, match_text,
 			ts_headline('english', left(body_text, 100000), q.tq, 'StartSel=**, StopSel=**, MaxWords=30, MinWords=10, MaxFragments=2, FragmentDelimiter=" … "'),
 			rank
-		FROM top, q ORDER BY rank DESC, kind, path`, sp.ID, query, like, kind, limit)
+		FROM top, q ORDER BY rank DESC, kind, path`, sp.ID, query, kind, limit)
 	if err != nil {
 		return nil, fmt.Errorf("error searching the wiki: %w", err)
 	}

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { sdktest.Main(m) }
 
 // bundledRoot builds the plugin the way keel ships it: a bundled root whose plugins/wiki
 // holds the manifest, package.json, skills, ui/ and the built executable.
-func bundledRoot(t *testing.T) string {
+func bundledRoot(t testing.TB) string {
 	t.Helper()
 	built := sdktest.BuildProcessExtension(t, ".")
 	root := t.TempDir()
@@ -53,7 +53,7 @@ type toolResult struct {
 }
 
 // execTool runs a wiki tool as the board in a company.
-func execTool(t *testing.T, h *sdktest.Host, company, name string, params map[string]any) *toolResult {
+func execTool(t testing.TB, h *sdktest.Host, company, name string, params map[string]any) *toolResult {
 	t.Helper()
 	p := map[string]any{"companyId": company, "wikiId": "default"}
 	for k, v := range params {
@@ -70,7 +70,7 @@ func execTool(t *testing.T, h *sdktest.Host, company, name string, params map[st
 }
 
 // ok checks a status and decodes the body.
-func ok(t *testing.T, res *sdktest.Response, status int) map[string]any {
+func ok(t testing.TB, res *sdktest.Response, status int) map[string]any {
 	t.Helper()
 	require.Equal(t, status, res.Status, "%s", res.Body)
 	return res.Map(t)

@@ -49,7 +49,7 @@ CREATE TABLE wiki_sources (
     metadata     jsonb NOT NULL DEFAULT '{}',
     search       tsvector GENERATED ALWAYS AS (
         setweight(to_tsvector('english', coalesce(title, '')), 'A') ||
-        setweight(to_tsvector('simple', coalesce(raw_path, '')), 'B') ||
+        setweight(to_tsvector('simple', translate(raw_path, '/-._', '    ')), 'B') ||
         setweight(to_tsvector('english', body_text), 'C')) STORED,
     created_at   timestamptz NOT NULL DEFAULT now(),
     updated_at   timestamptz NOT NULL DEFAULT now(),
@@ -75,7 +75,7 @@ CREATE TABLE wiki_pages (
     current_revision_id uuid,
     search              tsvector GENERATED ALWAYS AS (
         setweight(to_tsvector('english', title), 'A') ||
-        setweight(to_tsvector('simple', replace(replace(path, '/', ' '), '-', ' ')), 'B') ||
+        setweight(to_tsvector('simple', translate(path, '/-._', '    ')), 'B') ||
         setweight(to_tsvector('english', body_text), 'C')) STORED,
     created_at          timestamptz NOT NULL DEFAULT now(),
     updated_at          timestamptz NOT NULL DEFAULT now(),
