@@ -8,7 +8,7 @@ TEST_P    ?= 2
 SERVICE_PORT ?= 3100
 export SERVICE_PORT
 
-.PHONY: all build run test bench proto deps vet fmt clean examples
+.PHONY: all build run test bench proto deps vet fmt clean examples plugins
 
 all: build
 
@@ -20,8 +20,13 @@ deps:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql-15 >/dev/null; \
 	fi
 
-build:
+build: plugins
 	$(GO) build $(GOFLAGS) -o $(BIN) ./host/cmd/keel
+
+# plugins builds the bundled first-party plugins' executables beside their manifests, so
+# the bundled catalog (plugins/ of the bundled root) installs them as they are.
+plugins:
+	$(GO) build $(GOFLAGS) -o plugins/wiki/llm-wiki ./plugins/wiki
 
 # run builds keel and starts it on its embedded PostgreSQL, loopback, local_trusted mode.
 # SERVICE_HOME (default ~/.keel) and SERVICE_PORT (default 3100) are honoured.
@@ -52,7 +57,7 @@ vet:
 # in a company of 100 cases against one of 50,000, the p50 of a 200 KB case document PUT,
 # deciding a decision with ten effects (p50/p99), the decision list in a company of 100
 # decisions against one of 100,000, status-card change detection for a card watching 5,000
-# issues (p50/p99), and, for a plugin upgraded under a steady load of reads
+# issues (p50/p99), wiki_search over a wiki of 10,000 pages (p50/p99), and, for a plugin upgraded under a steady load of reads
 # (BenchmarkUpgradeUnderLoad), the requests served during the upgrade, the failed ones and the
 # longest request.
 bench: deps build
@@ -69,6 +74,7 @@ bench: deps build
 	$(GO) test -run '^$$' -bench DecisionList -benchtime 200x -timeout 20m ./extensions/decisions/
 	$(GO) test -run '^$$' -bench ChangeDetection -benchtime 50x -timeout 20m ./extensions/statuscards/
 	$(GO) test -run '^$$' -bench Portability10k -benchtime 1x -timeout 60m ./extensions/portability/
+	$(GO) test -run '^$$' -bench WikiSearch -benchtime 200x -timeout 20m ./plugins/wiki/
 
 # proto regenerates the protocol code and the manifest JSON Schema (needs protoc and the
 # protoc-gen-go/-go-grpc generators; the generated files are committed).
@@ -81,4 +87,4 @@ fmt:
 	gofmt -w $$(git ls-files '*.go' | grep -v '\.pb\.go$$')
 
 clean:
-	rm -rf bin
+	rm -rf bin plugins/wiki/llm-wiki

@@ -55,6 +55,7 @@ func init() {
 	)
 	addMethods(map[string]method{
 		"comments.add": {Description: "Add a comment to an issue of the call's company as the call's actor ({issueId, body, authorType?}).", Call: callCommentsAdd},
+		"comments.get": {Description: "Read a live comment of an issue of the call's company ({issueId, commentId}); 404 \"Comment not found\" otherwise.", Call: callCommentsGet},
 	})
 }
 
@@ -605,6 +606,39 @@ func callCommentsAdd(w *Work, ctx context.Context, call *sdk.MethodCall) (any, e
 		return nil, forbidden("Issue belongs to another company")
 	}
 	return w.commentInsert(ctx, &CommentInsertParams{Issue: iss, Body: in.Body, AuthorType: in.AuthorType})
+}
+
+// callCommentsGet serves comments.get: one live comment of an issue of the call's company.
+func callCommentsGet(w *Work, ctx context.Context, call *sdk.MethodCall) (any, error) {
+	var in struct {
+		IssueID   string `json:"issueId"`
+		CommentID string `json:"commentId"`
+	}
+	if err := call.Bind(&in); err != nil {
+		return nil, err
+	}
+	if call.CompanyID == "" {
+		return nil, invalid("companyId", "the call names no company")
+	}
+	actor := call.Actor
+	if actor == nil || actor.Type == "" || actor.Type == "none" {
+		actor = &sdk.Actor{Type: "system"}
+	}
+	ctx = sdk.WithRequestInfo(ctx, actor, call.CompanyID, "", nil)
+	if err := requireCompanyAccess(ctx, call.CompanyID); err != nil {
+		return nil, err
+	}
+	if !isUUID(in.IssueID) {
+		return nil, notFound("Comment not found")
+	}
+	c, err := w.commentGet(ctx, w.db, in.IssueID, in.CommentID)
+	if err != nil {
+		return nil, err
+	}
+	if c.CompanyID != call.CompanyID {
+		return nil, notFound("Comment not found")
+	}
+	return c, nil
 }
 
 // commentListQuery documents the query parameters of the comment list.

@@ -102,7 +102,10 @@ func verify(s *fileSet, opts verifyOptions) (*sdk.Manifest, []byte, error) {
 			if !sdk.IsPackagePath(slot.Entry) {
 				return nil, nil, badPackage("package %s: UI entry %q must be a relative path inside the package", m.Key, slot.Entry)
 			}
-			if _, ok := s.files[slot.Entry]; !ok {
+			// Entries are relative to the package's ui/ directory, where keel serves them
+			// (an entry at the package root is accepted too).
+			_, inUI := s.files["ui/"+slot.Entry]
+			if _, ok := s.files[slot.Entry]; !ok && !inUI {
 				return nil, nil, badPackage("package %s: UI entry %s is missing from the package", m.Key, slot.Entry)
 			}
 		}
