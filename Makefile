@@ -8,7 +8,7 @@ TEST_P    ?= 2
 SERVICE_PORT ?= 3100
 export SERVICE_PORT
 
-.PHONY: all build run test bench proto deps vet fmt clean examples plugins
+.PHONY: all build run test bench proto deps vet fmt clean examples plugins generate
 
 all: build
 
@@ -82,6 +82,12 @@ proto:
 	cd sdk/proto && protoc -I . --go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative extension/v1/extension.proto host/v1/host.proto
 	cd sdk && $(GO) run ./internal/genschema
+
+# generate regenerates the board's templ components (board/*_templ.go, committed) with the
+# templ generator pinned as a Go tool dependency in go.mod; TestGeneratedCodeIsFresh fails when
+# they are stale.
+generate:
+	$(GO) tool templ generate -path board
 
 fmt:
 	gofmt -w $$(git ls-files '*.go' | grep -v '\.pb\.go$$')

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/keelhq/keel/board"
 	"github.com/keelhq/keel/host/hostsvc"
 	"github.com/keelhq/keel/host/metrics"
 	"github.com/keelhq/keel/host/packages"
@@ -267,6 +269,8 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	}()
 
 	h.app = h.Kernel.NewApp(0)
+	board.Mount(board.Config{App: h.app, Secret: h.Kernel.InstanceSecret(), Mode: cfg.DeploymentMode,
+		SecureCookies: strings.HasPrefix(cfg.PublicBaseURL, "https://")})
 	// The server goroutine gets its own copies: Stop clears the fields.
 	app, ln := h.app, h.ln
 	go func() { h.served <- app.Listener(ln) }()

@@ -53,6 +53,9 @@ func (k *Kernel) Dispatch(c *fiber.Ctx) error {
 	if apiErr := k.checkInput(c, match.Params); apiErr != nil {
 		return WriteError(c, apiErr)
 	}
+	if apiErr := checkCrossOrigin(c); apiErr != nil {
+		return WriteError(c, apiErr)
+	}
 	ctx := c.UserContext()
 	if k.observer != nil {
 		noteRoute(c, reqID, route, nil)
