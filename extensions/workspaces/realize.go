@@ -284,6 +284,15 @@ func (x *Workspaces) realizeWorktree(ctx context.Context, companyID string, in *
 	if !safeRef(base) {
 		return nil, sdk.Unprocessable(fmt.Sprintf("Base ref %q of the isolated workspace is not a valid git revision", base))
 	}
+	if base == "HEAD" {
+		// The checkout's current branch (or commit): HEAD inside the worktree would mean
+		// the worktree itself when close readiness compares against the base.
+		if res, err := git(ctx, root, "rev-parse", "--abbrev-ref", "HEAD"); err == nil && strings.TrimSpace(res.Stdout) != "HEAD" {
+			base = strings.TrimSpace(res.Stdout)
+		} else if res, err := git(ctx, root, "rev-parse", "HEAD"); err == nil {
+			base = strings.TrimSpace(res.Stdout)
+		}
+	}
 	tmpl := firstNonEmpty(s.BranchTemplate, defaultBranchTemplate)
 	branch := sanitizeBranch(strings.NewReplacer("{{issue.identifier}}", iss.Identifier, "{{issue.id}}", iss.ID,
 		"{{issue.title}}", iss.Title, "{{slug}}", slugify(iss.Title), "{{project.id}}", proj.ID, "{{agent.id}}", in.AgentID).Replace(tmpl))
@@ -295,6 +304,10 @@ func (x *Workspaces) realizeWorktree(ctx context.Context, companyID string, in *
 		parent = filepath.Join(root, parent)
 	}
 	path := filepath.Join(parent, strings.ReplaceAll(branch, "/", "-"))
+	if w != nil && w.BranchName != nil && w.WorktreePath != nil {
+		// Remade where it was, on the branch it had (the issue's title may have changed).
+		branch, path, base = *w.BranchName, *w.WorktreePath, firstNonEmpty(deref(w.BaseRef), base)
+	}
 	if w == nil {
 		w, err = scanWorkspace(x.pool.QueryRow(ctx, `INSERT INTO execution_workspaces (id, company_id, project_id, project_workspace_id,
 			source_issue_id, mode, strategy_type, provider_type, name, cwd, repo_root, repo_url, base_ref, branch_name, worktree_path,

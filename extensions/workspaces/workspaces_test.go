@@ -161,7 +161,7 @@ func TestWorktrees(t *testing.T) {
 	company := h.CreateCompany("Worktree Co")
 	repo := testRepo(t)
 	project, pw := createProject(t, h, company,
-		map[string]any{"name": "main repo", "sourceType": "git_repo", "cwd": repo, "repoUrl": "https://example.com/acme/repo.git", "defaultRef": "main"},
+		map[string]any{"name": "main repo", "sourceType": "git_repo", "cwd": repo, "repoUrl": "https://example.com/acme/repo.git"},
 		map[string]any{"enabled": true, "defaultMode": "isolated_workspace", "workspaceStrategy": map[string]any{"type": "git_worktree"},
 			"workspaceRuntime": map[string]any{"services": []any{map[string]any{"name": "web", "command": []string{"sleep", "300"}, "port": 4173}}}})
 	sync := t.TempDir()
@@ -222,7 +222,9 @@ func TestWorktrees(t *testing.T) {
 		require.Empty(t, e["SERVICE_RUNTIME_SERVICES_JSON"], "no service was started")
 		require.Empty(t, e["SERVICE_RUNTIME_PRIMARY_URL"])
 	}
-	// The branch is named from the issue, sanitised.
+	// The base is the checkout's branch (no ref was configured); the branch is named from
+	// the issue, sanitised.
+	require.Equal(t, "main", wsB["baseRef"])
 	require.Regexp(t, `^[A-Z]+-\d+-fix-the-build-again$`, wsB["branchName"])
 	worktrees := gitRun(t, repo, "worktree", "list")
 	require.Contains(t, worktrees, wsA["cwd"].(string))
@@ -284,8 +286,34 @@ func TestWorktrees(t *testing.T) {
 	require.Equal(t, "worktree_prepare", runOps[0]["phase"])
 	require.Equal(t, idA, runOps[0]["executionWorkspaceId"])
 
-	// B: its untracked file removed, it closes; its unmerged, unpushed branch is not
-	// touched by other closes.
+	// B: its folder removed and its issue renamed, the next run of the issue remakes the
+	// same worktree on the same branch.
+	require.NoError(t, os.RemoveAll(wsB["cwd"].(string)))
+	res = h.Do("PATCH", "/api/issues/"+issueB, map[string]any{"title": "Something else entirely"})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	res = h.Do("POST", "/api/issues/"+issueB+"/comments", map[string]any{"body": "Once more."})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	var secondB map[string]any
+	sdktest.WaitFor(t, 150*time.Second, func() bool {
+		var all []map[string]any
+		h.Do("GET", "/api/companies/"+company+"/heartbeat-runs?agentId="+agentB, nil).JSON(t, &all)
+		for _, r := range all {
+			if r["id"] != runB["id"] && r["finishedAt"] != nil {
+				secondB = r
+				return true
+			}
+		}
+		return false
+	}, "the second run of issue B")
+	rep := report(t, h, secondB["id"].(string))
+	require.Equal(t, "succeeded", secondB["status"], "%v\n%s", secondB, rep.log)
+	require.Equal(t, wsB["cwd"], rep.cwd)
+	require.Equal(t, wsB["branchName"], rep.env["SERVICE_WORKSPACE_BRANCH"])
+	again := workspaceList(t, h, company, "?issueId="+issueB)
+	require.Len(t, again, 1)
+	require.Equal(t, wsB["id"], again[0]["id"], "the issue keeps its workspace")
+
+	// Its untracked file removed, it closes.
 	require.NoError(t, os.Remove(filepath.Join(wsB["cwd"].(string), "notes.txt")))
 	require.Equal(t, "ready_with_warnings", readiness(t, h, wsB["id"].(string))["state"])
 	res = h.Do("PATCH", "/api/execution-workspaces/"+wsB["id"].(string), map[string]any{"status": "archived"})
