@@ -68,7 +68,9 @@ func (b *browser) do(method, path string, form url.Values, headers ...string) *p
 	return &page{Status: res.StatusCode, Header: res.Header, Body: string(raw)}
 }
 
-func (b *browser) get(path string, headers ...string) *page { return b.do("GET", path, nil, headers...) }
+func (b *browser) get(path string, headers ...string) *page {
+	return b.do("GET", path, nil, headers...)
+}
 
 // post sends a form the way a browser on the board's own origin does.
 func (b *browser) post(path string, form url.Values, headers ...string) *page {
@@ -120,7 +122,7 @@ func startLocal(t *testing.T) (*sdktest.Host, string) {
 func waitExtensions(tb testing.TB, h *sdktest.Host) {
 	tb.Helper()
 	for _, ext := range []string{"work", "agents", "dashboard", "costs"} {
-		sdktest.WaitFor(tb, 60*time.Second, func() bool {
+		sdktest.WaitFor(tb, 4*time.Minute, func() bool {
 			res := h.Do("GET", "/api/plugins/"+ext, nil)
 			return res.Status == http.StatusOK && strings.Contains(string(res.Body), `"status":"ready"`)
 		}, "the "+ext+" extension to be ready")
@@ -207,8 +209,15 @@ func TestBoardLocalTrusted(t *testing.T) {
 		require.Contains(t, p.Body, "Wire the flux capacitor")
 		require.NotContains(t, p.Body, "Filler issue")
 		// Pagination.
-		p = b.get("/c/"+co+"/issues?limit=25&sortField=createdAt&sortDir=asc", "HX-Request", "true")
-		require.Contains(t, p.Body, "1–5 of 5")
+		p = b.get("/c/"+co+"/issues?q=Filler&limit=2&sortField=createdAt&sortDir=asc", "HX-Request", "true")
+		require.Contains(t, p.Body, "1–2 of 4")
+		require.Contains(t, p.Body, "Filler issue 0")
+		require.Contains(t, p.Body, ">Next<")
+		require.NotContains(t, p.Body, ">Previous<")
+		p = b.get("/c/"+co+"/issues?q=Filler&limit=2&offset=2&sortField=createdAt&sortDir=asc", "HX-Request", "true")
+		require.Contains(t, p.Body, "3–4 of 4")
+		require.Contains(t, p.Body, "Filler issue 3")
+		require.Contains(t, p.Body, ">Previous<")
 		require.NotContains(t, p.Body, ">Next<")
 		p = b.get("/c/" + co + "/issues?status=done")
 		require.Contains(t, p.Body, "No issues match.")
