@@ -118,15 +118,13 @@ func startLocal(t *testing.T) (*sdktest.Host, string) {
 	return h, h.CreateCompany("Board Co")
 }
 
-// waitExtensions waits until the extensions the pages read from are ready.
+// waitExtensions waits until the host is ready: the database, migrations, job queue and
+// every enabled extension (GET /api/health?ready=1 is public, so this works in both modes).
 func waitExtensions(tb testing.TB, h *sdktest.Host) {
 	tb.Helper()
-	for _, ext := range []string{"work", "agents", "dashboard", "costs"} {
-		sdktest.WaitFor(tb, 4*time.Minute, func() bool {
-			res := h.Do("GET", "/api/plugins/"+ext, nil)
-			return res.Status == http.StatusOK && strings.Contains(string(res.Body), `"status":"ready"`)
-		}, "the "+ext+" extension to be ready")
-	}
+	sdktest.WaitFor(tb, 4*time.Minute, func() bool {
+		return h.Do("GET", "/api/health?ready=1", nil).Status == http.StatusOK
+	}, "the host and its extensions to be ready")
 }
 
 func createIssue(t *testing.T, h *sdktest.Host, companyID, title string) map[string]any {
