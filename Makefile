@@ -59,7 +59,8 @@ vet:
 # decisions against one of 100,000, status-card change detection for a card watching 5,000
 # issues (p50/p99), wiki_search over a wiki of 10,000 pages (p50/p99), and, for a plugin upgraded under a steady load of reads
 # (BenchmarkUpgradeUnderLoad), the requests served during the upgrade, the failed ones and the
-# longest request.
+# longest request, and the server time (p50/p99) of each board page in a company of 10,000
+# issues (BenchmarkBoardPages).
 bench: deps build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./host/bench/
 	$(GO) test -run '^$$' -bench . -benchtime 200x -timeout 20m ./extensions/work/
@@ -75,6 +76,7 @@ bench: deps build
 	$(GO) test -run '^$$' -bench ChangeDetection -benchtime 50x -timeout 20m ./extensions/statuscards/
 	$(GO) test -run '^$$' -bench Portability10k -benchtime 1x -timeout 60m ./extensions/portability/
 	$(GO) test -run '^$$' -bench WikiSearch -benchtime 200x -timeout 20m ./plugins/wiki/
+	$(GO) test -run '^$$' -bench BoardPages -benchtime 100x -timeout 20m ./board/
 
 # proto regenerates the protocol code and the manifest JSON Schema (needs protoc and the
 # protoc-gen-go/-go-grpc generators; the generated files are committed).

@@ -6,16 +6,18 @@
 package board
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/a-h/templ"
 	"github.com/gofiber/fiber/v2"
-	"github.com/valyala/fasthttp"
 
 	"github.com/keelhq/keel/kernel"
 )
@@ -52,7 +54,7 @@ func Mount(cfg Config) *Board {
 		mode: cfg.Mode,
 	}
 	app.Get(assetPrefix+"*", securityHeaders, serveAsset)
-	g := app.Group("", securityHeaders, b.csrf.handle)
+	g := app.Group("", startTimer, securityHeaders, b.csrf.handle)
 	g.Get("/", b.home)
 	g.Get("/signin", b.signInForm)
 	g.Post("/signin", b.signIn)
@@ -71,13 +73,27 @@ func Mount(cfg Config) *Board {
 	return b
 }
 
-// render writes a component as the HTML answer with status.
+// startTimer notes when the board received the request, for the Server-Timing header.
+func startTimer(c *fiber.Ctx) error {
+	c.Locals("boardStart", time.Now())
+	return c.Next()
+}
+
+// render writes a component as the HTML answer with status, and the server time spent on
+// the page so far (API calls included) as Server-Timing.
 func render(c *fiber.Ctx, status int, comp templ.Component) error {
+	var buf bytes.Buffer
+	if err := comp.Render(context.Background(), &buf); err != nil {
+		return fmt.Errorf("error rendering %s: %w", c.Path(), err)
+	}
+	if start, ok := c.Locals("boardStart").(time.Time); ok {
+		c.Set("Server-Timing", fmt.Sprintf("board;dur=%.1f", float64(time.Since(start).Microseconds())/1000))
+	}
 	c.Status(status)
 	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Set(fiber.HeaderVary, "HX-Request, Cookie")
-	return comp.Render(context.Background(), c.Response().BodyWriter())
+	return c.Send(buf.Bytes())
 }
 
 // isFragment says whether an htmx request asks for a fragment (not a history restore).
@@ -182,6 +198,3 @@ func (b *Board) switchCompany(c *fiber.Ctx) error {
 	}
 	return c.Redirect("/c/"+id, http.StatusSeeOther)
 }
-
-// statusText is the reason phrase of a status.
-func statusText(status int) string { return fasthttp.StatusMessage(status) }

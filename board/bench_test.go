@@ -1,0 +1,108 @@
+package board_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/keelhq/keel/sdktest"
+)
+
+// BenchmarkBoardPages renders each board page in a company of 10,000 issues and prints the
+// p50 and p99 of the server's render time (the Server-Timing header: from the board
+// receiving the request to the page written, every in-process API call included) and of the
+// whole round trip on loopback. The issues are seeded with SQL straight into the work
+// extension's table, as its own list benchmark does (extensions/work/bench_test.go): a
+// fixture, not a read path.
+func BenchmarkBoardPages(b *testing.B) {
+	h := sdktest.Start(b, sdktest.Options{Builtins: true})
+	waitExtensions(b, h)
+	co := h.CreateCompany("Bench Co")
+	const n = 10_000
+	ctx := context.Background()
+	_, err := h.Kernel.Pool.Exec(ctx, `INSERT INTO ext_work.issues (id, company_id, title, description, status, priority,
+			issue_number, identifier, origin_kind, created_at, updated_at)
+		SELECT gen_random_uuid(), $1, 'Issue ' || k || ' ' || (ARRAY['deploy','login','billing','search','export'])[1 + k % 5],
+			'Description of issue ' || k, (ARRAY['backlog','todo','in_progress','in_review','blocked','done','cancelled'])[1 + k % 7],
+			(ARRAY['critical','high','medium','low'])[1 + k % 4], k, 'BEN-' || k, 'manual',
+			now() - k * interval '1 second', now() - k * interval '1 second'
+		FROM generate_series(1, $2) AS k`, co, n)
+	require.NoError(b, err)
+	_, err = h.Kernel.Pool.Exec(ctx, `VACUUM ANALYZE ext_work.issues`)
+	require.NoError(b, err)
+	var issueID string
+	require.NoError(b, h.Kernel.Pool.QueryRow(ctx, `SELECT id::text FROM ext_work.issues WHERE company_id = $1 AND issue_number = 1`, co).Scan(&issueID))
+	for i := 0; i < 20; i++ {
+		res := h.Do("POST", "/api/issues/"+issueID+"/comments", map[string]any{"body": fmt.Sprintf("Comment %d", i)})
+		require.Equal(b, http.StatusCreated, res.Status, "%s", res.Body)
+	}
+	pages := []struct{ name, path string }{
+		{"Companies", "/companies"},
+		{"Dashboard", "/c/" + co},
+		{"IssueList", "/c/" + co + "/issues"},
+		{"IssueListSearch", "/c/" + co + "/issues?q=billing&status=todo"},
+		{"IssueListLastPage", "/c/" + co + "/issues?limit=50&offset=9950"},
+		{"IssueListFragment", "/c/" + co + "/issues?sortField=priority"},
+		{"IssueDetail", "/c/" + co + "/issues/" + issueID},
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, p := range pages {
+		b.Run(p.name, func(b *testing.B) {
+			var server, total []time.Duration
+			get := func() {
+				req, _ := http.NewRequest("GET", h.URL+p.path, nil)
+				if p.name == "IssueListFragment" {
+					req.Header.Set("HX-Request", "true")
+				}
+				start := time.Now()
+				res, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = res.Body.Read(make([]byte, 1))
+				res.Body.Close()
+				total = append(total, time.Since(start))
+				if res.StatusCode != http.StatusOK {
+					b.Fatalf("GET %s: %d", p.path, res.StatusCode)
+				}
+				server = append(server, serverTiming(b, res.Header.Get("Server-Timing")))
+			}
+			get()
+			server, total = server[:0], total[:0]
+			for b.Loop() {
+				get()
+			}
+			fmt.Printf("board %-18s %d issues: server p50 %6.1f ms p99 %6.1f ms · round trip p50 %6.1f ms (%d requests)\n",
+				p.name, n, ms(pct(server, 50)), ms(pct(server, 99)), ms(pct(total, 50)), len(server))
+		})
+	}
+}
+
+func serverTiming(tb testing.TB, h string) time.Duration {
+	tb.Helper()
+	_, v, ok := strings.Cut(h, "dur=")
+	if !ok {
+		tb.Fatalf("no Server-Timing duration in %q", h)
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	require.NoError(tb, err)
+	return time.Duration(f * float64(time.Millisecond))
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[(len(s)-1)*p/100]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
