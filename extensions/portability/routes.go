@@ -18,7 +18,7 @@ import (
 const msgServerPaths = "Only instance admins may export to or import from a server path"
 
 // longRoute is the request bound of exports and imports, which read or write a whole company.
-const longRoute = 30 * 60
+const longRoute = 60 * 60
 
 func init() {
 	const base = "/api/companies/{companyId}"
