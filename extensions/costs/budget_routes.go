@@ -329,14 +329,14 @@ func (c *Costs) policyViewsWith(ctx context.Context, companyID string, pols []*p
 		var sums *scopeSums
 		if p.WindowKind == windowMonth {
 			if month == nil {
-				if month, err = c.sumScopes(ctx, companyID, ws, we); err != nil {
+				if month, err = c.sumScopes(ctx, c.pool, companyID, ws, we); err != nil {
 					return nil, err
 				}
 			}
 			sums = month
 		} else {
 			if lifetime == nil {
-				if lifetime, err = c.sumScopes(ctx, companyID, nil, nil); err != nil {
+				if lifetime, err = c.sumScopes(ctx, c.pool, companyID, nil, nil); err != nil {
 					return nil, err
 				}
 			}
@@ -551,15 +551,12 @@ func (c *Costs) maintenance(ctx context.Context) error {
 
 // expireIncident dismisses an open incident of an ended window and lifts its budget pause.
 func (c *Costs) expireIncident(ctx context.Context, inc *incident) error {
-	tx, err := c.pool.Begin(ctx)
+	lc, err := c.lockCompany(ctx, inc.CompanyID)
 	if err != nil {
 		return fmt.Errorf("error expiring budget incident %s: %w", inc.ID, err)
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	if _, err := tx.Exec(ctx, lockCompanySQL, "costs-company:"+inc.CompanyID); err != nil {
-		return fmt.Errorf("error expiring budget incident %s: %w", inc.ID, err)
-	}
-	tag, err := c.pool.Exec(ctx, `UPDATE budget_incidents SET status = 'dismissed', resolution = $2, resolved_at = now(), updated_at = now()
+	defer lc.release(true)
+	tag, err := lc.Exec(ctx, `UPDATE budget_incidents SET status = 'dismissed', resolution = $2, resolved_at = now(), updated_at = now()
 		WHERE id = $1 AND status = 'open'`, inc.ID, resolutionWindowEnded)
 	if err != nil {
 		return fmt.Errorf("error expiring budget incident %s: %w", inc.ID, err)
@@ -572,9 +569,6 @@ func (c *Costs) expireIncident(ctx context.Context, inc *incident) error {
 		if resumed, err = c.resumeScope(ctx, sdk.SystemActor(), inc.CompanyID, inc.ScopeType, inc.ScopeID); err != nil {
 			c.log.Warn("error lifting the budget pause of an expired incident", "incident", inc.ID, "error", err)
 		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("error expiring budget incident %s: %w", inc.ID, err)
 	}
 	c.activity(ctx, nil, inc.CompanyID, "budget.incident_expired", "budget_incident", inc.ID, map[string]any{
 		"scopeType": inc.ScopeType, "scopeId": inc.ScopeID, "thresholdType": inc.ThresholdType, "windowEnd": inc.WindowEnd, "resumed": resumed})

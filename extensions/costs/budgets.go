@@ -78,7 +78,12 @@ func scanPolicy(row pgx.Row) (*policy, error) {
 }
 
 func (c *Costs) queryPolicies(ctx context.Context, q string, args ...any) ([]*policy, error) {
-	rows, err := c.pool.Query(ctx, q, args...)
+	return queryPoliciesOn(ctx, c.pool, q, args...)
+}
+
+// queryPoliciesOn reads policies through db.
+func queryPoliciesOn(ctx context.Context, db querier, q string, args ...any) ([]*policy, error) {
+	rows, err := db.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("error reading budget policies: %w", err)
 	}
@@ -247,8 +252,8 @@ func (c *Costs) ensureMonthlyPolicy(ctx context.Context, companyID, scopeType, s
 // policy with an amount of the company and of the given agents and projects, a soft
 // incident at warnPercent when notifications are on and a hard one at 100 percent when hard
 // stop is on. month holds the current month's sums; lifetime sums are read when needed.
-func (c *Costs) evaluatePolicies(ctx context.Context, companyID string, agentIDs, projectIDs []string, now time.Time, month *scopeSums) error {
-	pols, err := c.queryPolicies(ctx, `SELECT `+policyColumns+` FROM budget_policies
+func (c *Costs) evaluatePolicies(ctx context.Context, db querier, companyID string, agentIDs, projectIDs []string, now time.Time, month *scopeSums) error {
+	pols, err := queryPoliciesOn(ctx, db, `SELECT `+policyColumns+` FROM budget_policies
 		WHERE company_id = $1 AND is_active AND amount > 0 AND metric = 'billed_cents'
 		  AND ((scope_type = 'company' AND scope_id = $1) OR (scope_type = 'agent' AND scope_id = ANY($2::uuid[]))
 		    OR (scope_type = 'project' AND scope_id = ANY($3::uuid[])))
@@ -261,7 +266,7 @@ func (c *Costs) evaluatePolicies(ctx context.Context, companyID string, agentIDs
 		sums := month
 		if pol.WindowKind == windowLifetime {
 			if lifetime == nil {
-				if lifetime, err = c.sumScopes(ctx, companyID, nil, nil); err != nil {
+				if lifetime, err = c.sumScopes(ctx, db, companyID, nil, nil); err != nil {
 					return err
 				}
 			}
@@ -269,12 +274,12 @@ func (c *Costs) evaluatePolicies(ctx context.Context, companyID string, agentIDs
 		}
 		observed := sums.sum(pol.ScopeType, pol.ScopeID)
 		if pol.NotifyEnabled && observed*100 >= pol.Amount*int64(pol.WarnPercent) {
-			if err := c.openIncident(ctx, pol, thresholdSoft, observed, now); err != nil {
+			if err := c.openIncident(ctx, db, pol, thresholdSoft, observed, now); err != nil {
 				return err
 			}
 		}
 		if pol.HardStopEnabled && observed >= pol.Amount {
-			if err := c.openIncident(ctx, pol, thresholdHard, observed, now); err != nil {
+			if err := c.openIncident(ctx, db, pol, thresholdHard, observed, now); err != nil {
 				return err
 			}
 		}
@@ -336,9 +341,9 @@ func (c *Costs) queryIncidents(ctx context.Context, q string, args ...any) ([]*i
 // (policy, window, threshold, limit) key makes this happen once however many events cross
 // it; only the call that inserts the incident acts on it. A hard incident requests a
 // budget_override_required approval, pauses its scope and cancels the scope's runs.
-func (c *Costs) openIncident(ctx context.Context, pol *policy, threshold string, observed int64, now time.Time) error {
+func (c *Costs) openIncident(ctx context.Context, db querier, pol *policy, threshold string, observed int64, now time.Time) error {
 	ws, we := pol.window(now)
-	inc, err := scanIncident(c.pool.QueryRow(ctx, `INSERT INTO budget_incidents (id, company_id, policy_id, scope_type, scope_id,
+	inc, err := scanIncident(db.QueryRow(ctx, `INSERT INTO budget_incidents (id, company_id, policy_id, scope_type, scope_id,
 			metric, window_kind, window_start, window_end, threshold_type, amount_limit, amount_observed)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT DO NOTHING RETURNING `+incidentColumns, uuid.NewString(), pol.CompanyID, pol.ID, pol.ScopeType, pol.ScopeID,
@@ -352,7 +357,7 @@ func (c *Costs) openIncident(ctx context.Context, pol *policy, threshold string,
 	details := map[string]any{"incidentId": inc.ID, "policyId": pol.ID, "thresholdType": threshold, "scopeType": pol.ScopeType,
 		"scopeId": pol.ScopeID, "windowKind": pol.WindowKind, "windowStart": ws, "amountLimit": pol.Amount, "amountObserved": observed}
 	if threshold == thresholdHard {
-		approvalID, paused, cancelled := c.hardStop(ctx, pol, inc)
+		approvalID, paused, cancelled := c.hardStop(ctx, db, pol, inc)
 		details["approvalId"], details["scopePaused"], details["cancelledRuns"] = approvalID, paused, cancelled
 	}
 	c.activity(ctx, nil, pol.CompanyID, "budget.incident_opened", "budget_incident", inc.ID, details)
@@ -363,7 +368,7 @@ func (c *Costs) openIncident(ctx context.Context, pol *policy, threshold string,
 // pauses the scope with pauseReason "budget" and cancels the scope's in-flight runs. Each
 // step tolerates an absent owner; failures are logged, since the incident stands and the
 // budget gate blocks new work either way.
-func (c *Costs) hardStop(ctx context.Context, pol *policy, inc *incident) (approvalID *string, paused bool, cancelled int) {
+func (c *Costs) hardStop(ctx context.Context, db querier, pol *policy, inc *incident) (approvalID *string, paused bool, cancelled int) {
 	var approval struct {
 		ID string `json:"id"`
 	}
@@ -380,7 +385,7 @@ func (c *Costs) hardStop(ctx context.Context, pol *policy, inc *incident) (appro
 		c.log.Warn("error requesting budget override approval", "incident", inc.ID, "error", err)
 	}
 	paused, cancelled = c.pauseScope(ctx, pol.CompanyID, pol.ScopeType, pol.ScopeID)
-	if _, err := c.pool.Exec(ctx, `UPDATE budget_incidents SET approval_id = $2, scope_paused = $3, updated_at = now() WHERE id = $1`,
+	if _, err := db.Exec(ctx, `UPDATE budget_incidents SET approval_id = $2, scope_paused = $3, updated_at = now() WHERE id = $1`,
 		inc.ID, approvalID, paused); err != nil {
 		c.log.Warn("error recording hard stop of incident", "incident", inc.ID, "error", err)
 	}
@@ -518,9 +523,9 @@ func (c *Costs) resumeScope(ctx context.Context, actor *sdk.Actor, companyID, sc
 }
 
 // observedNow is a policy's billed cents in its current window.
-func (c *Costs) observedNow(ctx context.Context, pol *policy, now time.Time) (int64, error) {
+func (c *Costs) observedNow(ctx context.Context, db querier, pol *policy, now time.Time) (int64, error) {
 	ws, we := pol.window(now)
-	sums, err := c.sumScopes(ctx, pol.CompanyID, ws, we)
+	sums, err := c.sumScopes(ctx, db, pol.CompanyID, ws, we)
 	if err != nil {
 		return 0, err
 	}
@@ -564,15 +569,17 @@ func (c *Costs) resolveIncident(ctx context.Context, companyID, incidentID strin
 	if !isUUID(incidentID) {
 		return nil, errIncidentNotFound
 	}
-	tx, err := c.pool.Begin(ctx)
+	lc, err := c.lockCompany(ctx, companyID)
 	if err != nil {
 		return nil, fmt.Errorf("error resolving budget incident: %w", err)
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	if _, err := tx.Exec(ctx, lockCompanySQL, "costs-company:"+companyID); err != nil {
-		return nil, fmt.Errorf("error resolving budget incident: %w", err)
-	}
-	inc, err := scanIncident(c.pool.QueryRow(ctx, `SELECT `+incidentColumns+` FROM budget_incidents WHERE id = $1 AND company_id = $2`,
+	locked := true
+	defer func() {
+		if locked {
+			lc.release(true)
+		}
+	}()
+	inc, err := scanIncident(lc.QueryRow(ctx, `SELECT `+incidentColumns+` FROM budget_incidents WHERE id = $1 AND company_id = $2`,
 		incidentID, companyID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errIncidentNotFound
@@ -590,16 +597,16 @@ func (c *Costs) resolveIncident(ctx context.Context, companyID, incidentID strin
 	details := map[string]any{"action": action, "scopeType": inc.ScopeType, "scopeId": inc.ScopeID, "policyId": inc.PolicyID,
 		"thresholdType": inc.ThresholdType}
 	if action == actionKeepPaused {
-		if _, err := c.pool.Exec(ctx, `UPDATE budget_incidents SET status = 'resolved', resolution = $2, decision_note = $3,
+		if _, err := lc.Exec(ctx, `UPDATE budget_incidents SET status = 'resolved', resolution = $2, decision_note = $3,
 			resolved_by_user_id = $4, resolved_at = now(), updated_at = now() WHERE id = $1`, inc.ID, action, note, userID); err != nil {
 			return nil, fmt.Errorf("error resolving budget incident %s: %w", inc.ID, err)
 		}
 	} else {
-		pol, err := scanPolicy(c.pool.QueryRow(ctx, `SELECT `+policyColumns+` FROM budget_policies WHERE id = $1`, inc.PolicyID))
+		pol, err := scanPolicy(lc.QueryRow(ctx, `SELECT `+policyColumns+` FROM budget_policies WHERE id = $1`, inc.PolicyID))
 		if err != nil {
 			return nil, fmt.Errorf("error reading budget policy %s: %w", inc.PolicyID, err)
 		}
-		observed, err := c.observedNow(ctx, pol, time.Now().UTC())
+		observed, err := c.observedNow(ctx, lc, pol, time.Now().UTC())
 		if err != nil {
 			return nil, err
 		}
@@ -607,7 +614,7 @@ func (c *Costs) resolveIncident(ctx context.Context, companyID, incidentID strin
 			return nil, invalid("amount", fmt.Sprintf("must be greater than the observed spend of %d cents", observed))
 		}
 		details["previousAmount"], details["amount"], details["amountObserved"] = pol.Amount, *body.Amount, observed
-		if pol, err = scanPolicy(c.pool.QueryRow(ctx, `UPDATE budget_policies SET amount = $2, updated_at = now() WHERE id = $1
+		if pol, err = scanPolicy(lc.QueryRow(ctx, `UPDATE budget_policies SET amount = $2, updated_at = now() WHERE id = $1
 			RETURNING `+policyColumns, pol.ID, *body.Amount)); err != nil {
 			return nil, fmt.Errorf("error raising budget policy %s: %w", inc.PolicyID, err)
 		}
@@ -615,7 +622,7 @@ func (c *Costs) resolveIncident(ctx context.Context, companyID, incidentID strin
 			return nil, err
 		}
 		// Every open incident of the policy was about the old amount.
-		if _, err := c.pool.Exec(ctx, `UPDATE budget_incidents SET status = 'resolved', resolution = $3, decision_note = $4,
+		if _, err := lc.Exec(ctx, `UPDATE budget_incidents SET status = 'resolved', resolution = $3, decision_note = $4,
 				resolved_by_user_id = $5, resolved_at = now(), updated_at = now()
 			WHERE policy_id = $1 AND (id = $2 OR status = 'open')`, pol.ID, inc.ID, action, note, userID); err != nil {
 			return nil, fmt.Errorf("error resolving budget incident %s: %w", inc.ID, err)
@@ -626,9 +633,8 @@ func (c *Costs) resolveIncident(ctx context.Context, companyID, incidentID strin
 		}
 		details["resumed"] = resumed
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("error resolving budget incident: %w", err)
-	}
+	lc.release(true)
+	locked = false
 	c.activity(ctx, actor, companyID, "budget.incident_resolved", "budget_incident", inc.ID, details)
 	return scanIncident(c.pool.QueryRow(ctx, `SELECT `+incidentColumns+` FROM budget_incidents WHERE id = $1`, inc.ID))
 }

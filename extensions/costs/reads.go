@@ -39,14 +39,22 @@ func handleCostSummary(c *Costs, rw http.ResponseWriter, r *http.Request) {
 		c.writeErr(rw, err)
 		return
 	}
+	// The spend read and the company's budget are independent: read them side by side.
+	var co *companyRecord
+	var coErr error
+	coDone := make(chan struct{})
+	go func() {
+		defer close(coDone)
+		co, _, coErr = c.company(ctx, companyID)
+	}()
 	spend, err := c.spendTotal(ctx, companyID, rangeSpans(rng), spendFilter{})
+	<-coDone
 	if err != nil {
 		c.writeErr(rw, err)
 		return
 	}
-	co, _, err := c.company(ctx, companyID)
-	if err != nil {
-		c.writeErr(rw, err)
+	if coErr != nil {
+		c.writeErr(rw, coErr)
 		return
 	}
 	sdk.WriteJSON(rw, http.StatusOK, map[string]any{"companyId": companyID, "spendCents": spend,

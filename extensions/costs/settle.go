@@ -8,6 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/keelhq/keel/sdk"
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
@@ -98,25 +102,108 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-// lockCompany takes the company's spend lock for the transaction's lifetime, serializing
-// settles, resolutions and the maintenance job of one company across keel nodes.
-const lockCompanySQL = `SELECT pg_advisory_xact_lock(hashtextextended($1, 11))`
+// lockCompanySQL and unlockCompanySQL take and release a company's spend lock, which
+// serializes settles, resolutions and the maintenance job of one company across keel nodes.
+// The lock is held at session level on one pooled connection, and all the work under it runs
+// on that connection: each statement still commits on its own (as it did when the lock was
+// held by a transaction next to the pool), but a holder never waits for a second connection
+// of the pool while keeping one, so a busy pool cannot stall the lock holders.
+const (
+	lockCompanySQL   = `SELECT pg_advisory_lock(hashtextextended($1, 11))`
+	unlockCompanySQL = `SELECT pg_advisory_unlock(hashtextextended($1, 11))`
+)
+
+// querier runs statements: the pool, or the one connection that holds a company's lock.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// lockedConn is a pooled connection holding a company's spend lock.
+type lockedConn struct {
+	*pgxpool.Conn
+	key string
+}
+
+// acquireCompanyConn takes a pooled connection for work under a company's spend lock; the
+// lock itself is taken by lockCompany, or by the first statement of a batch.
+func (c *Costs) acquireCompanyConn(ctx context.Context, companyID string) (*lockedConn, error) {
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("error taking a database connection for company %s: %w", companyID, err)
+	}
+	return &lockedConn{Conn: conn, key: "costs-company:" + companyID}, nil
+}
+
+// lockCompany acquires a connection and takes the company's spend lock on it. The caller
+// releases both with release.
+func (c *Costs) lockCompany(ctx context.Context, companyID string) (*lockedConn, error) {
+	lc, err := c.acquireCompanyConn(ctx, companyID)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := lc.Exec(ctx, lockCompanySQL, lc.key); err != nil {
+		lc.discard()
+		return nil, fmt.Errorf("error locking the spend of company %s: %w", companyID, err)
+	}
+	return lc, nil
+}
+
+// release gives up the lock (when locked) and returns the connection to the pool. A
+// connection whose unlock fails is closed, which releases the lock with the session.
+func (lc *lockedConn) release(locked bool) {
+	if locked {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := lc.Exec(ctx, unlockCompanySQL, lc.key); err != nil {
+			lc.discard()
+			return
+		}
+	}
+	lc.Release()
+}
+
+// discard closes the connection (ending its session and any lock it holds) and hands it back.
+func (lc *lockedConn) discard() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = lc.Conn.Conn().Close(ctx)
+	lc.Release()
+}
 
 // settleSpend recalculates spentMonthlyCents (current UTC month) of the company and of the
 // agents that received events, and evaluates the active budget policies of the company and
-// of those agents and projects.
+// of those agents and projects. The lock and the month's sums go in one round trip.
 func (c *Costs) settleSpend(ctx context.Context, companyID string, agentIDs, projectIDs []string) error {
-	tx, err := c.pool.Begin(ctx)
+	lc, err := c.acquireCompanyConn(ctx, companyID)
 	if err != nil {
-		return fmt.Errorf("error settling spend of company %s: %w", companyID, err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	if _, err := tx.Exec(ctx, lockCompanySQL, "costs-company:"+companyID); err != nil {
-		return fmt.Errorf("error settling spend of company %s: %w", companyID, err)
+		return err
 	}
 	now := time.Now().UTC()
 	ms, me := monthWindow(now)
-	month, err := c.sumScopes(ctx, companyID, &ms, &me)
+	b := &pgx.Batch{}
+	b.Queue(lockCompanySQL, lc.key)
+	b.Queue(sumScopesSQL, companyID, &ms, &me)
+	br := lc.SendBatch(ctx, b)
+	_, lockErr := br.Exec()
+	var month *scopeSums
+	if lockErr == nil {
+		rows, qerr := br.Query()
+		if qerr != nil {
+			err = fmt.Errorf("error summing spend of company %s: %w", companyID, qerr)
+		} else {
+			month, err = scanScopeSums(companyID, rows)
+		}
+	}
+	if cerr := br.Close(); lockErr == nil && err == nil && cerr != nil {
+		err = fmt.Errorf("error summing spend of company %s: %w", companyID, cerr)
+	}
+	if lockErr != nil {
+		lc.discard()
+		return fmt.Errorf("error settling spend of company %s: %w", companyID, lockErr)
+	}
+	defer lc.release(true)
 	if err != nil {
 		return err
 	}
@@ -124,13 +211,10 @@ func (c *Costs) settleSpend(ctx context.Context, companyID string, agentIDs, pro
 	if err != nil {
 		return err
 	}
-	if err := c.reconcileMonthlyPolicies(ctx, companyID, budgets); err != nil {
+	if err := c.reconcileMonthlyPolicies(ctx, lc, companyID, budgets); err != nil {
 		return err
 	}
-	if err := c.evaluatePolicies(ctx, companyID, agentIDs, projectIDs, now, month); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
+	return c.evaluatePolicies(ctx, lc, companyID, agentIDs, projectIDs, now, month)
 }
 
 // monthlyBudget is the budgetMonthlyCents an owner shows for a company or agent scope.
@@ -204,7 +288,7 @@ ON CONFLICT (company_id, scope_type, scope_id, metric, window_kind) DO UPDATE SE
 RETURNING p.id::text, p.scope_type, p.scope_id::text, p.amount`
 
 // reconcileMonthlyPolicies applies reconcileMonthlyPolicySQL and logs each policy it changed.
-func (c *Costs) reconcileMonthlyPolicies(ctx context.Context, companyID string, budgets []monthlyBudget) error {
+func (c *Costs) reconcileMonthlyPolicies(ctx context.Context, db querier, companyID string, budgets []monthlyBudget) error {
 	if len(budgets) == 0 {
 		return nil
 	}
@@ -212,7 +296,7 @@ func (c *Costs) reconcileMonthlyPolicies(ctx context.Context, companyID string, 
 	for i, b := range budgets {
 		types[i], ids[i], amounts[i] = b.ScopeType, b.ScopeID, b.Cents
 	}
-	rows, err := c.pool.Query(ctx, reconcileMonthlyPolicySQL, companyID, types, ids, amounts)
+	rows, err := db.Query(ctx, reconcileMonthlyPolicySQL, companyID, types, ids, amounts)
 	if err != nil {
 		return fmt.Errorf("error reconciling monthly budget policies of company %s: %w", companyID, err)
 	}

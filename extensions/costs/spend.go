@@ -305,15 +305,24 @@ type scopeSums struct {
 	Projects map[string]int64
 }
 
+// sumScopesSQL sums a company's billed cents per agent and project over whole UTC months
+// [$2, $3) (null ends open) from the monthly rollups.
+const sumScopesSQL = `SELECT agent_id::text, project_id::text, sum(cost_cents)::bigint FROM cost_rollups
+	WHERE company_id = $1 AND grain = 'm' AND ($2::timestamptz IS NULL OR bucket >= $2) AND ($3::timestamptz IS NULL OR bucket < $3)
+	GROUP BY agent_id, project_id`
+
 // sumScopes reads scopeSums over whole UTC months [from, to) (nil ends open) from the
 // monthly rollups: the windows of budget policies are calendar months or all time.
-func (c *Costs) sumScopes(ctx context.Context, companyID string, from, to *time.Time) (*scopeSums, error) {
-	rows, err := c.pool.Query(ctx, `SELECT agent_id::text, project_id::text, sum(cost_cents)::bigint FROM cost_rollups
-		WHERE company_id = $1 AND grain = 'm' AND ($2::timestamptz IS NULL OR bucket >= $2) AND ($3::timestamptz IS NULL OR bucket < $3)
-		GROUP BY agent_id, project_id`, companyID, from, to)
+func (c *Costs) sumScopes(ctx context.Context, db querier, companyID string, from, to *time.Time) (*scopeSums, error) {
+	rows, err := db.Query(ctx, sumScopesSQL, companyID, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("error summing spend of company %s: %w", companyID, err)
 	}
+	return scanScopeSums(companyID, rows)
+}
+
+// scanScopeSums reads the rows of sumScopesSQL and closes them.
+func scanScopeSums(companyID string, rows pgx.Rows) (*scopeSums, error) {
 	defer rows.Close()
 	s := &scopeSums{Agents: map[string]int64{}, Projects: map[string]int64{}}
 	for rows.Next() {
