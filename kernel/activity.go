@@ -136,6 +136,7 @@ func (k *Kernel) ActivityInsert(ctx context.Context, p *ActivityInsertParams) (*
 		if _, err := k.activityWrite(ctx, k.Pool, p, e); err != nil {
 			return nil, err
 		}
+		k.feed.notify(p.CompanyID)
 		return e, nil
 	}
 	tx, err := k.Pool.Begin(ctx)
