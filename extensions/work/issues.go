@@ -385,9 +385,6 @@ func issueListParamsFrom(companyID string, q url.Values) (*IssueListParams, erro
 	if exc := boolParam("excludeRoutineExecutions"); exc != nil && *exc {
 		p.ExcludeRoutineExecutions = true
 	}
-	if inc := boolParam("includeHidden"); inc != nil && *inc {
-		p.IncludeHidden = true
-	}
 	if v := q.Get("sortField"); v != "" {
 		if !slices.Contains(issueSortFields, v) {
 			bad("sortField", "must be one of updatedAt, createdAt, priority, status")
@@ -1536,7 +1533,6 @@ type issueListQuery struct {
 	OriginID                 string `query:"originId"`
 	IncludeRoutineExecutions bool   `query:"includeRoutineExecutions"`
 	ExcludeRoutineExecutions bool   `query:"excludeRoutineExecutions"`
-	IncludeHidden            bool   `query:"includeHidden" doc:"Include hidden issues (plugin operation issues), left out by default"`
 	SortField                string `query:"sortField" jsonschema:"enum=updatedAt,enum=createdAt,enum=priority,enum=status"`
 	SortDir                  string `query:"sortDir" jsonschema:"enum=asc,enum=desc"`
 	Limit                    int    `query:"limit" jsonschema:"minimum=1,maximum=500" doc:"Page size (default 50)"`

@@ -725,8 +725,6 @@ type IssueListParams struct {
 	OriginKindPrefix         string
 	OriginID                 string
 	ExcludeRoutineExecutions bool
-	// IncludeHidden lists hidden issues (a plugin's operation issues) too.
-	IncludeHidden bool
 	// SortField is updatedAt (default), createdAt, priority or status; SortDir desc (default) or asc.
 	SortField string
 	SortDir   string
@@ -840,9 +838,6 @@ func (s *issueStore) issueListQuery(p *IssueListParams, dest *[]*Issue) *bun.Sel
 	}
 	if p.ExcludeRoutineExecutions {
 		q = q.Where("origin_kind <> 'routine_execution'")
-	}
-	if !p.IncludeHidden {
-		q = q.Where("hidden_at IS NULL")
 	}
 	return q
 }

@@ -903,3 +903,37 @@ func TestIssueTransitionsHTTP(t *testing.T) {
 		require.Equal(t, first, done["startedAt"])
 	})
 }
+
+// TestIssueMethodsHiddenAndCommentGet checks a plugin's operation issue: created hidden
+// through issues.create (hiddenAt set, so search leaves it out), it is read and commented
+// by id, and comments.get reads one comment of the call's company only.
+func TestIssueMethodsHiddenAndCommentGet(t *testing.T) {
+	t.Parallel()
+	h := issStart(t)
+	company := h.CreateCompany("Hidden Inc")
+	other := h.CreateCompany("Other Hidden Inc")
+	system := &extensionv1.Actor{Type: "system"}
+
+	out, e := issCall(t, h, "issues.create", company, system, map[string]any{"title": "Wiki query", "status": "todo",
+		"originKind": "plugin:keelhq.llm_wiki:operation:query", "originId": "wiki:default:operation:1", "hidden": true})
+	require.Nil(t, e, "%v", e)
+	var created map[string]any
+	require.NoError(t, json.Unmarshal(out, &created))
+	require.NotNil(t, created["hiddenAt"])
+	id := created["id"].(string)
+
+	require.Equal(t, http.StatusOK, h.Do("GET", "/api/issues/"+id, nil).Status, "a hidden issue is read by id")
+
+	res := h.Do("POST", "/api/issues/"+id+"/comments", map[string]any{"body": "The answer."})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	commentID := res.Map(t)["id"].(string)
+	out, e = issCall(t, h, "comments.get", company, system, map[string]any{"issueId": id, "commentId": commentID})
+	require.Nil(t, e, "%v", e)
+	require.Contains(t, string(out), "The answer.")
+	_, e = issCall(t, h, "comments.get", other, system, map[string]any{"issueId": id, "commentId": commentID})
+	require.NotNil(t, e)
+	require.EqualValues(t, http.StatusNotFound, e.Status)
+	_, e = issCall(t, h, "comments.get", company, system, map[string]any{"issueId": id, "commentId": "nope"})
+	require.NotNil(t, e)
+	require.EqualValues(t, http.StatusNotFound, e.Status)
+}

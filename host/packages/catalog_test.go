@@ -97,8 +97,13 @@ func TestExamplesRoute(t *testing.T) {
 		keys := map[string]string{}
 		for _, e := range entries {
 			keys[e.PluginKey] = e.LocalPath
-			require.Equal(t, "example", e.Tag)
+			want := "example"
+			if filepath.Base(filepath.Dir(e.LocalPath)) == "plugins" {
+				want = "first-party"
+			}
+			require.Equal(t, want, e.Tag, e.PluginKey)
 		}
+		require.Contains(t, keys, "keelhq.llm_wiki", "the LLM Wiki ships in plugins/")
 		require.Contains(t, keys, "example.notes")
 		require.Contains(t, keys, "example.wasm_counter")
 		_, err = h.Packages.Install(context.Background(), packages.Request{PackageName: keys["example.wasm_counter"], IsLocalPath: true})
