@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -118,13 +119,16 @@ type activityStreamRequest struct {
 
 // Bind reads the path, the filters and the resume cursor: the Last-Event-ID header an
 // EventSource sends when it reconnects, or the lastEventId query parameter.
+//
+// The stream outlives the request, whose buffers the server reuses: every value is copied.
 func (r *activityStreamRequest) Bind(c *fiber.Ctx, rc *RequestContext) error {
-	r.CompanyID = rc.Params["companyId"]
-	r.LastEventID = c.Get("Last-Event-ID")
+	r.CompanyID = strings.Clone(rc.Params["companyId"])
+	r.LastEventID = strings.Clone(c.Get("Last-Event-ID"))
 	if q := c.Query("lastEventId"); q != "" {
-		r.LastEventID = q
+		r.LastEventID = strings.Clone(q)
 	}
-	r.EntityType, r.EntityID, r.AgentID, r.Action = c.Query("entityType"), c.Query("entityId"), c.Query("agentId"), c.Query("action")
+	r.EntityType, r.EntityID = strings.Clone(c.Query("entityType")), strings.Clone(c.Query("entityId"))
+	r.AgentID, r.Action = strings.Clone(c.Query("agentId")), strings.Clone(c.Query("action"))
 	var d detailList
 	if r.LastEventID != "" && !isUUID(r.LastEventID) {
 		d.add("Last-Event-ID", "must be the id of an activity entry")

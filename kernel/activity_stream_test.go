@@ -166,6 +166,17 @@ func TestCompanyEventStream(t *testing.T) {
 		require.Equal(t, []string{"L0", "L2"}, entityIDs(s.Expect(2)), "the late entry arrives, and L1 is not sent again")
 	})
 
+	t.Run("OutlivesItsRequestBuffers", func(t *testing.T) {
+		// The server reuses request buffers once a handler returns; the stream keeps copies.
+		s := openEvents(t, env, events+"?entityType=buffered", nil)
+		for range 50 {
+			env.Do(t, "GET", "/api/companies/"+other+"/activity?entityType=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", nil).
+				RequireStatus(t, http.StatusOK)
+		}
+		write(company, "buffered", "B1")
+		require.Equal(t, []string{"B1"}, entityIDs(s.Expect(1)))
+	})
+
 	t.Run("WrittenOnAnotherNode", func(t *testing.T) {
 		second := ktServe(t, env.DSN, ktLocal())
 		s := openEvents(t, env, events+"?entityType=remote", nil)

@@ -204,6 +204,7 @@ func (e *bridgeStreamEndpoint) Execute(ctx context.Context, req *streamRequest) 
 	if err != nil {
 		return nil, err
 	}
-	msgs, cancel := rt.PluginSubscribe(p.rec.PluginKey, req.Channel, req.CompanyID)
+	// The subscription outlives the request, whose buffers the server reuses.
+	msgs, cancel := rt.PluginSubscribe(p.rec.PluginKey, strings.Clone(req.Channel), strings.Clone(req.CompanyID))
 	return &streamResponse{messages: msgs, cancel: cancel}, nil
 }

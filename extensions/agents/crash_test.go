@@ -228,9 +228,12 @@ func TestReapKillsOnlyTheRunsOwnProcess(t *testing.T) {
 	other := start()
 	recycledRun := insert(other.Process.Pid, ticks(other.Process.Pid)-1)
 
-	out := invoke(t, h, "agents.reap", company, map[string]any{})
-	require.Contains(t, out["reaped"], ownRun)
-	require.Contains(t, out["reaped"], recycledRun)
+	// The engine's own minute reap job may take one of them first: what matters is that both
+	// runs are reaped by now, whoever did it.
+	invoke(t, h, "agents.reap", company, map[string]any{})
+	for _, id := range []string{ownRun, recycledRun} {
+		require.Equal(t, "failed", getRun(t, h, id)["status"], "run %s is reaped", id)
+	}
 	waited := make(chan error, 1)
 	go func() { waited <- own.Wait() }()
 	select {
