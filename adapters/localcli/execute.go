@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/keelhq/keel/adapters/internal/procrun"
+	"github.com/keelhq/keel/internal/agentuser"
 	"github.com/keelhq/keel/sdk/adapter"
 )
 
@@ -46,7 +47,7 @@ type Invocation struct {
 	AsRoot bool
 
 	// user is the agent user the CLI runs as, nil for the adapter's own user.
-	user *procrun.User
+	user *agentuser.User
 
 	ev *procrun.Emitter
 }
@@ -108,7 +109,7 @@ func (x *Extension) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*
 		return &adapter.ExecuteResult{Status: adapter.StatusFailed, ErrorMessage: msg, ErrorCode: "cli_not_installed"}, nil
 	}
 	inv.Command = path
-	au, err := procrun.AgentUser()
+	au, err := agentuser.Get()
 	if err != nil {
 		return failedResult(err, ""), nil
 	}
@@ -170,7 +171,7 @@ func (x *Extension) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*
 }
 
 // attempt builds the attempt's session, prompt and arguments and runs the CLI once.
-func (x *Extension) attempt(ctx context.Context, p *procrun.Proc, inv *Invocation, au *procrun.User) *attempt {
+func (x *Extension) attempt(ctx context.Context, p *procrun.Proc, inv *Invocation, au *agentuser.User) *attempt {
 	s := x.spec
 	inv.SessionID = ""
 	if inv.ResumeID == "" && s.NewSession != nil {
@@ -406,7 +407,7 @@ func resumable(s *Spec, inv *Invocation) string {
 // workDir returns the run's working directory: the run's workspace (SERVICE_WORKSPACE_CWD),
 // else the configured cwd (made when missing), else the agent's own directory under the
 // adapter's data directory.
-func (x *Extension) workDir(c *Config, req *adapter.ExecuteRequest, au *procrun.User) (string, error) {
+func (x *Extension) workDir(c *Config, req *adapter.ExecuteRequest, au *agentuser.User) (string, error) {
 	if ws := req.Env["SERVICE_WORKSPACE_CWD"]; ws != "" {
 		return ws, nil
 	}
@@ -424,7 +425,7 @@ func (x *Extension) workDir(c *Config, req *adapter.ExecuteRequest, au *procrun.
 
 // agentDir returns the agent's own directory under the adapter's data directory (the agent
 // user's home when agents run as one), made when missing.
-func (x *Extension) agentDir(req *adapter.ExecuteRequest, au *procrun.User) (string, error) {
+func (x *Extension) agentDir(req *adapter.ExecuteRequest, au *agentuser.User) (string, error) {
 	base := x.dataDir
 	if base == "" {
 		base = os.TempDir()
@@ -454,7 +455,7 @@ func (x *Extension) agentDir(req *adapter.ExecuteRequest, au *procrun.User) (str
 
 // linkSkills links each of the run's skills into dir as dir/<name> (existing entries are
 // left alone).
-func linkSkills(inv *Invocation, dir string, au *procrun.User) {
+func linkSkills(inv *Invocation, dir string, au *agentuser.User) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		inv.Log(fmt.Sprintf("[service] Warning: could not create skills directory %s: %v", dir, err))
 		return
@@ -487,7 +488,7 @@ func linkSkills(inv *Invocation, dir string, au *procrun.User) {
 
 // copySkill copies a skill's folder (regular files and folders only) to target, owned by
 // the agent user.
-func copySkill(src, target string, au *procrun.User) error {
+func copySkill(src, target string, au *agentuser.User) error {
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

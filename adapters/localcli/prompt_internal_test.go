@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/keelhq/keel/adapters/internal/procrun"
+	"github.com/keelhq/keel/internal/agentuser"
 	"github.com/keelhq/keel/sdk/adapter"
 )
 
@@ -94,7 +94,7 @@ func TestReadFileAsAgentUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to switch to an agent user")
 	}
-	au, err := procrun.AgentUser()
+	au, err := agentuser.Get()
 	if err != nil || au == nil {
 		t.Skip("no agent user here")
 	}

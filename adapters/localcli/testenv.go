@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/keelhq/keel/adapters/internal/procrun"
+	"github.com/keelhq/keel/internal/agentuser"
 	"github.com/keelhq/keel/sdk/adapter"
 )
 
@@ -73,7 +74,7 @@ func (x *Extension) TestEnvironment(req *adapter.TestEnvironmentRequest) *adapte
 		return res
 	}
 	add("command_resolvable", "info", "Command resolves to "+path, "")
-	au, _ := procrun.AgentUser()
+	au, _ := agentuser.Get()
 	env := envMap(procrun.BuildEnv(os.Environ(), c.Env, nil, ""))
 	home := env["HOME"]
 	if au != nil {
@@ -111,7 +112,7 @@ func (x *Extension) TestEnvironment(req *adapter.TestEnvironmentRequest) *adapte
 }
 
 // probeVersion runs `<cli> --version` and returns the first line it prints.
-func probeVersion(path string, env map[string]string, au *procrun.User) (string, error) {
+func probeVersion(path string, env map[string]string, au *agentuser.User) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), versionTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, "--version")

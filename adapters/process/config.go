@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/keelhq/keel/adapters/internal/procrun"
+	"github.com/keelhq/keel/internal/agentuser"
 	"github.com/keelhq/keel/sdk/adapter"
 )
 
@@ -133,7 +134,7 @@ func (a *Adapter) workDir(c *Config, agentID string) (string, error) {
 		base = os.TempDir()
 	}
 	base = filepath.Join(base, "workspaces")
-	au, err := procrun.AgentUser()
+	au, err := agentuser.Get()
 	if err != nil {
 		return "", err
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/keelhq/keel/adapters/internal/procrun"
+	"github.com/keelhq/keel/internal/agentuser"
 	"github.com/keelhq/keel/sdk"
 	"github.com/keelhq/keel/sdk/adapter"
 )
@@ -115,7 +116,7 @@ func (a *Adapter) Execute(ctx context.Context, req *adapter.ExecuteRequest) (*ad
 	// adapter (which dies with keel), like PostgreSQL and the extensions do.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// Under root, the command runs as the unprivileged agent user, with its own HOME.
-	au, err := procrun.AgentUser()
+	au, err := agentuser.Get()
 	if err != nil {
 		return failed(err), nil
 	}

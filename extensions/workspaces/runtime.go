@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/keelhq/keel/internal/agentuser"
 )
 
 // Runtime service kinds and statuses.
@@ -118,50 +119,24 @@ func minimalEnv() []string {
 	return env
 }
 
-// agentUserInfo is the unprivileged user agent commands run as when keel runs as root.
-type agentUserInfo struct {
-	UID, GID int
-	Home     string
-}
-
-var (
-	agentUserOnce sync.Once
-	agentUserVal  *agentUserInfo
-)
-
-// agentUser returns the agent user (SERVICE_AGENT_USER, default keel-agent) when this
-// process is root and one applies, as the adapters do; nil otherwise or when it does not
-// exist yet (the adapter creates it on its first run).
-func agentUser() *agentUserInfo {
-	agentUserOnce.Do(func() {
-		name := os.Getenv("SERVICE_AGENT_USER")
-		if os.Geteuid() != 0 || name == "-" || name == "root" {
-			return
-		}
-		if name == "" {
-			name = "keel-agent"
-		}
-		u, err := user.Lookup(name)
-		if err != nil {
-			return
-		}
-		uid, err1 := strconv.Atoi(u.Uid)
-		gid, err2 := strconv.Atoi(u.Gid)
-		if err1 != nil || err2 != nil || uid == 0 {
-			return
-		}
-		agentUserVal = &agentUserInfo{UID: uid, GID: gid, Home: u.HomeDir}
-	})
-	return agentUserVal
+// agentUser returns the agent user (internal/agentuser) when this process is root and one
+// applies, as the adapters do; nil otherwise, or when it cannot be resolved (the run then
+// fails in the adapter with the reason).
+func agentUser() *agentuser.User {
+	u, err := agentuser.Get()
+	if err != nil {
+		return nil
+	}
+	return u
 }
 
 // chownTree hands a folder and what it holds to the agent user.
-func chownTree(root string, u *agentUserInfo) error {
+func chownTree(root string, u *agentuser.User) error {
 	return filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		return os.Lchown(p, u.UID, u.GID)
+		return u.Chown(p)
 	})
 }
 
@@ -170,7 +145,7 @@ func chownTree(root string, u *agentUserInfo) error {
 func procAttr() *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if u := agentUser(); u != nil {
-		a.Credential = &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: []uint32{}}
+		a.Credential = u.Credential()
 	}
 	return a
 }
