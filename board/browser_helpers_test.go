@@ -72,6 +72,9 @@ func newChrome(t *testing.T) *chrome {
 	ctx, cancelTimeout := context.WithTimeout(ctx, 5*time.Minute)
 	t.Cleanup(cancelTimeout)
 	b.ctx = ctx
+	// Start the browser before listening to its console: a listener racing the first
+	// navigation for the new tab left it at about:blank.
+	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)), "starting chromium")
 	go func() {
 		for m, err := range chromedp.Console(ctx) {
 			if err != nil {
@@ -85,7 +88,6 @@ func newChrome(t *testing.T) *chrome {
 		}
 	}()
 	b.do(
-		chromedp.EmulateViewport(1280, 800),
 		chromedp.Navigate(h.URL+"/signin"),
 		chromedp.WaitVisible(chromedp.CSS("#email")),
 		chromedp.SendKeys(chromedp.CSS("#email"), browserEmail),
@@ -126,10 +128,20 @@ func (b *chrome) callStatus(method, path string, body, out any) int {
 	return res.StatusCode
 }
 
-// do runs browser steps, failing the test on the first error.
+// do runs browser steps, failing the test on the first error with the page's address and
+// text, and with a screenshot in the screenshot folder as failed-<test>.png.
 func (b *chrome) do(steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	require.NoError(b.t, chromedp.Do(b.ctx, steps...))
+	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
+	defer cancel()
+	err := chromedp.Do(ctx, steps...)
+	if err == nil {
+		return
+	}
+	loc, _ := chromedp.Run(b.ctx, chromedp.Location())
+	text, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+	b.screenshot("failed-" + strings.ReplaceAll(b.t.Name(), "/", "-"))
+	require.NoError(b.t, err, "browser at %s showing:\n%s", loc, text)
 }
 
 // open navigates to path and waits until sel is visible.
