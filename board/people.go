@@ -90,7 +90,10 @@ func (b *Board) loadMembers(c *fiber.Ctx, companyID string) (*membersData, error
 	var g errgroup.Group
 	g.Go(func() error { membersErr = b.api.callAs(v, "GET", base+"/members", nil, nil, &d.Members); return nil })
 	g.Go(func() error { invitesErr = b.api.callAs(v, "GET", base+"/invites", nil, nil, &d.Invites); return nil })
-	g.Go(func() error { joinsErr = b.api.callAs(v, "GET", base+"/join-requests", nil, nil, &d.JoinRequests); return nil })
+	g.Go(func() error {
+		joinsErr = b.api.callAs(v, "GET", base+"/join-requests", nil, nil, &d.JoinRequests)
+		return nil
+	})
 	g.Go(func() error { d.Perms = b.callerPermissions(v, companyID); return nil })
 	_ = g.Wait()
 	if membersErr != nil {
