@@ -32,6 +32,8 @@ var apiLoopback = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
 type apiError struct {
 	Status  int
 	Message string
+	// Details are a validation error's "path: message" entries, when the API sent them.
+	Details []string
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("API answered %d: %s", e.Status, e.Message) }
@@ -102,13 +104,14 @@ func (a *apiClient) do(v *visitor, method, path string, query url.Values, body, 
 	resp := fctx.Response.Body()
 	if status < 200 || status > 299 {
 		var e struct {
-			Error string `json:"error"`
+			Error   string          `json:"error"`
+			Details json.RawMessage `json:"details"`
 		}
 		_ = json.Unmarshal(resp, &e)
 		if e.Error == "" {
 			e.Error = fasthttp.StatusMessage(status)
 		}
-		return nil, &apiError{Status: status, Message: e.Error}
+		return nil, &apiError{Status: status, Message: e.Error, Details: validationDetails(e.Details)}
 	}
 	var cookies []string
 	for _, c := range fctx.Response.Header.PeekAll(fiber.HeaderSetCookie) {
@@ -121,4 +124,28 @@ func (a *apiClient) do(v *visitor, method, path string, query url.Values, body, 
 		return cookies, fmt.Errorf("error decoding the answer of %s %s: %w", method, path, err)
 	}
 	return cookies, nil
+}
+
+// validationDetails reads the details of a validation error: a list of {path, message}
+// ("path: message" each); anything else gives none.
+func validationDetails(raw json.RawMessage) []string {
+	var ds []struct {
+		Path    string `json:"path"`
+		Message string `json:"message"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &ds) != nil {
+		return nil
+	}
+	out := make([]string, 0, len(ds))
+	for _, d := range ds {
+		if d.Message == "" {
+			continue
+		}
+		if d.Path != "" {
+			out = append(out, d.Path+": "+d.Message)
+		} else {
+			out = append(out, d.Message)
+		}
+	}
+	return out
 }

@@ -163,7 +163,7 @@ func (b *Board) afterMembersWrite(c *fiber.Ctx, writeErr error, done string) err
 	if err != nil {
 		return b.fail(c, l, err)
 	}
-	l.Error = refusalText(ae)
+	l.Error = refusalWithDetails(ae)
 	return render(c, ae.Status, membersPage(l, d))
 }
 
@@ -372,6 +372,16 @@ func (b *Board) updateInstanceSetting(c *fiber.Ctx) error {
 	if err != nil {
 		return b.fail(c, l, err)
 	}
-	l.Error = refusalText(ae)
+	l.Error = refusalWithDetails(ae)
 	return render(c, ae.Status, settingsPage(l, d))
+}
+
+// refusalWithDetails is refusalText followed by a validation error's details, so "Validation
+// error" says which field was wrong and why.
+func refusalWithDetails(ae *apiError) string {
+	s := refusalText(ae)
+	if len(ae.Details) > 0 {
+		s += " (" + strings.Join(ae.Details, "; ") + ")"
+	}
+	return s
 }

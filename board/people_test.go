@@ -131,6 +131,7 @@ func TestBoardPeopleLocal(t *testing.T) {
 		p = b.post("/c/"+co+"/skills", url.Values{"_csrf": {tok}, "name": {""}})
 		require.Equal(t, http.StatusBadRequest, p.Status, p.Body)
 		require.Contains(t, p.Body, "The change was refused")
+		require.Contains(t, p.Body, "(name: must be 1 to 200 characters)")
 		p = b.post("/c/"+co+"/skills/import", url.Values{"_csrf": {tok}, "source": {""}})
 		require.GreaterOrEqual(t, p.Status, 400, p.Body)
 		require.Less(t, p.Status, 500, p.Body)
@@ -181,6 +182,13 @@ func TestBoardPeopleLocal(t *testing.T) {
 		p = b.post("/c/"+co+"/folders/items/move", url.Values{"_csrf": {tok}, "kind": {"skill"}, "itemId": {item}, "folderId": {""}})
 		require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
 		require.Nil(t, h.Do("GET", "/api/companies/"+co+"/skills/"+item, nil).Map(t)["folderId"])
+
+		// A name the API refuses: its reason on the page.
+		p = b.post("/c/"+co+"/folders", url.Values{"_csrf": {tok}, "kind": {"skill"}, "name": {strings.Repeat("x", 121)}})
+		require.GreaterOrEqual(t, p.Status, 400, p.Body)
+		require.Less(t, p.Status, 500, p.Body)
+		require.Contains(t, p.Body, "The change was refused")
+		require.Contains(t, p.Body, "The change was refused: Validation error (name: must be 1 to 120 characters)")
 
 		// Rename; a folder with a child folder cannot be deleted, and the API says so.
 		p = b.post("/c/"+co+"/folders/"+writing+"/rename", url.Values{"_csrf": {tok}, "kind": {"skill"}, "name": {"Prose"}})

@@ -102,7 +102,7 @@ func (b *Board) skillsRefused(c *fiber.Ctx, writeErr error) error {
 	if err != nil {
 		return b.fail(c, l, err)
 	}
-	l.Error = refusalText(ae)
+	l.Error = refusalWithDetails(ae)
 	return render(c, ae.Status, skillsPage(l, d))
 }
 
@@ -227,7 +227,7 @@ func (b *Board) skillRefused(c *fiber.Ctx, writeErr error) error {
 		return b.fail(c, l, err)
 	}
 	l.Title = d.Skill.Name + " · Skills"
-	l.Error = refusalText(ae)
+	l.Error = refusalWithDetails(ae)
 	return render(c, ae.Status, skillPage(l, d))
 }
 
@@ -415,7 +415,7 @@ func (b *Board) afterFolderWrite(c *fiber.Ctx, writeErr error) error {
 			return b.fail(c, nil, err)
 		}
 		if ae != nil {
-			d.Error = refusalText(ae)
+			d.Error = refusalWithDetails(ae)
 		}
 		return render(c, http.StatusOK, folderTree(d))
 	}
@@ -430,7 +430,7 @@ func (b *Board) afterFolderWrite(c *fiber.Ctx, writeErr error) error {
 	if err != nil {
 		return b.fail(c, l, err)
 	}
-	d.Error = refusalText(ae)
+	d.Error = refusalWithDetails(ae)
 	return render(c, ae.Status, foldersPage(l, d))
 }
 
