@@ -18,6 +18,7 @@ import (
 // settings page, and the skills and folders pages (mountSkills).
 func (b *Board) mountPeople(g fiber.Router) {
 	g.Get("/c/:companyId/members", b.members)
+	g.Get("/c/:companyId/members/join-requests", b.joinRequestsFragment)
 	g.Post("/c/:companyId/members/:memberId/role", b.changeMemberRole)
 	g.Post("/c/:companyId/members/:memberId/remove", b.removeMember)
 	g.Post("/c/:companyId/invites", b.createInvite)
@@ -132,6 +133,22 @@ func (b *Board) members(c *fiber.Ctx) error {
 	}
 	l.Notice = peopleNotices[c.Query("done")]
 	return render(c, http.StatusOK, membersPage(l, d))
+}
+
+// joinRequestsFragment answers the join requests section, re-fetched by the members page on
+// join request events.
+func (b *Board) joinRequestsFragment(c *fiber.Ctx) error {
+	id := c.Params("companyId")
+	d := &membersData{CompanyID: id, CSRF: csrfOf(c)}
+	err := b.api.call(c, "GET", "/api/companies/"+url.PathEscape(id)+"/join-requests", nil, nil, &d.JoinRequests)
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae) && ae.Status == http.StatusForbidden:
+		d.JoinsNote = fmt.Sprintf("The join requests are not available to you: %s.", ae.Message)
+	case err != nil:
+		return b.fail(c, nil, err)
+	}
+	return render(c, http.StatusOK, joinRequestsSection(d))
 }
 
 // peopleNotices are the confirmations a people or settings write redirects with.

@@ -263,7 +263,13 @@ func TestBoardPeopleLocal(t *testing.T) {
 		b := newBrowser(t, h.URL)
 		p := b.get("/c/" + co + "/members")
 		require.Contains(t, p.Body, "Outsider")
+		require.Contains(t, p.Body, `sse-connect="/api/companies/`+co+`/events?entityType=join_request"`)
 		tok := p.csrf(t)
+		// The section the page re-fetches on a join request event.
+		f := b.get("/c/"+co+"/members/join-requests", "HX-Request", "true")
+		require.Equal(t, http.StatusOK, f.Status, f.Body)
+		require.True(t, strings.HasPrefix(f.Body, `<section id="join-requests"`), f.Body)
+		require.Contains(t, f.Body, "Gatecrasher")
 		p = b.post("/c/"+co+"/join-requests/"+reqID+"/approve", url.Values{"_csrf": {tok}})
 		require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
 		p = b.post("/c/"+co+"/join-requests/"+rejectID+"/reject", url.Values{"_csrf": {tok}})
@@ -388,6 +394,7 @@ func TestBoardPeopleViewer(t *testing.T) {
 	require.NotContains(t, p.Body, "Create invite")
 	require.Contains(t, p.Body, "The invites are not available to you: Missing permission users:invite for this company.")
 	require.Contains(t, p.Body, "The join requests are not available to you")
+	require.NotContains(t, p.Body, "entityType=join_request", "no live join requests for who may not see them")
 	// Writes sent anyway get the API's refusal on the page.
 	vtok := p.csrf(t)
 	p = vic.post("/c/"+co+"/members/"+oliveMember+"/role", url.Values{"_csrf": {vtok}, "membershipRole": {"viewer"}})
