@@ -281,6 +281,9 @@ func (b *Board) assignSkill(c *fiber.Ctx) error {
 	return c.Redirect("/c/"+id+"/skills/"+skillID+"?done="+done, http.StatusSeeOther)
 }
 
+// bundledSource is the source type of the bundled skills, which cannot be moved or deleted.
+const bundledSource = "service_bundled"
+
 // folderKinds are the trees the folders page shows.
 var folderKinds = []string{"skill", "routine"}
 
@@ -297,6 +300,8 @@ type folderItem struct {
 	Name  string
 	Link  string
 	Where string
+	// Fixed marks an item that stays where it is (bundled skills cannot be moved).
+	Fixed bool
 }
 
 // foldersData is the folders page of one kind.
@@ -333,7 +338,8 @@ func (b *Board) loadFolders(c *fiber.Ctx, companyID, kind string) (*foldersData,
 			var skills []skill
 			itemsErr = b.api.callAs(v, "GET", base+"/skills", nil, nil, &skills)
 			for _, s := range skills {
-				items = append(items, folderItem{ID: s.ID, Name: s.Name, Link: "/c/" + companyID + "/skills/" + s.ID})
+				items = append(items, folderItem{ID: s.ID, Name: s.Name, Link: "/c/" + companyID + "/skills/" + s.ID,
+					Fixed: s.SourceType == bundledSource})
 				where = append(where, s.FolderID)
 			}
 			return nil
@@ -478,4 +484,12 @@ func currentFile(d *skillData, path string) string {
 		return "page"
 	}
 	return "false"
+}
+
+// draggable is the draggable attribute of a folder item.
+func draggable(it folderItem) string {
+	if it.Fixed {
+		return "false"
+	}
+	return "true"
 }
