@@ -111,6 +111,20 @@ func TestBoardPeopleLocal(t *testing.T) {
 		require.Contains(t, p.Body, "Sort the inbox.")
 		require.Contains(t, p.Body, "The skill was created.")
 
+		// Edit its SKILL.md through the page.
+		require.Contains(t, p.Body, `name="content"`)
+		p = b.post("/c/"+co+"/skills/"+id+"/files", url.Values{"_csrf": {tok}, "path": {"SKILL.md"},
+			"content": {"---\nname: Triage\ndescription: Sorts the inbox by urgency\n---\nSort the inbox, urgent first."}})
+		require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+		p = b.get(p.Header.Get("Location"))
+		require.Contains(t, p.Body, "The file was saved.")
+		require.Contains(t, p.Body, "Sort the inbox, urgent first.")
+		require.Contains(t, p.Body, "Sorts the inbox by urgency")
+		p = b.post("/c/"+co+"/skills/"+id+"/files", url.Values{"_csrf": {tok}, "path": {"../escape.md"}, "content": {"x"}})
+		require.GreaterOrEqual(t, p.Status, 400, p.Body)
+		require.Less(t, p.Status, 500, p.Body)
+		require.Contains(t, p.Body, "The change was refused")
+
 		p = b.post("/c/"+co+"/skills/"+id+"/agents", url.Values{"_csrf": {tok}, "agentId": {agentID}, "action": {"add"}})
 		require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
 		var ag struct {
@@ -411,6 +425,17 @@ func TestBoardPeopleViewer(t *testing.T) {
 	require.Equal(t, http.StatusOK, p.Status, p.Body)
 	require.NotContains(t, p.Body, "Create skill")
 	require.Contains(t, p.Body, "needs the agents:create permission")
+	var made map[string]any
+	require.Equal(t, http.StatusCreated, owner.api("POST", "/api/companies/"+co+"/skills", map[string]any{"name": "Owned"}, &made))
+	p = vic.get("/c/" + co + "/skills/" + made["id"].(string))
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	require.Contains(t, p.Body, "# Owned")
+	require.NotContains(t, p.Body, `name="content"`)
+	require.NotContains(t, p.Body, "Delete this skill")
+	require.Contains(t, owner.get("/c/"+co+"/skills/"+made["id"].(string)).Body, `name="content"`)
+	p = vic.post("/c/"+co+"/skills/"+made["id"].(string)+"/files", url.Values{"_csrf": {vtok}, "path": {"SKILL.md"}, "content": {"# Mine"}})
+	require.Equal(t, http.StatusForbidden, p.Status, p.Body)
+	require.Contains(t, p.Body, "You may not do this")
 	p = vic.post("/c/"+co+"/skills", url.Values{"_csrf": {vtok}, "name": {"Sneaky"}})
 	require.Equal(t, http.StatusForbidden, p.Status, p.Body)
 	require.Contains(t, p.Body, "You may not do this")

@@ -21,6 +21,7 @@ func (b *Board) mountSkills(g fiber.Router) {
 	g.Get("/c/:companyId/skills/:skillId", b.skillDetail)
 	g.Post("/c/:companyId/skills/:skillId/delete", b.deleteSkill)
 	g.Post("/c/:companyId/skills/:skillId/agents", b.assignSkill)
+	g.Post("/c/:companyId/skills/:skillId/files", b.saveSkillFile)
 	g.Get("/c/:companyId/folders", b.folders)
 	g.Post("/c/:companyId/folders", b.createFolder)
 	g.Post("/c/:companyId/folders/items/move", b.moveFolderItem)
@@ -85,6 +86,7 @@ var skillNotices = map[string]string{
 	"assigned":   "The skill was added to the agent's desired skills.",
 	"unassigned": "The skill was removed from the agent's desired skills.",
 	"created":    "The skill was created.",
+	"saved":      "The file was saved.",
 }
 
 // skillsRefused shows the skills list again with the API's refusal and its status.
@@ -161,7 +163,13 @@ func (b *Board) loadSkill(c *fiber.Ctx) (*skillData, error) {
 	v := visitorOf(c)
 	base := "/api/companies/" + url.PathEscape(companyID)
 	skillPath := base + "/skills/" + url.PathEscape(skillID)
-	filePath := c.Query("path", "SKILL.md")
+	filePath := c.Query("path")
+	if filePath == "" && c.Method() == http.MethodPost {
+		filePath = c.FormValue("path")
+	}
+	if filePath == "" {
+		filePath = "SKILL.md"
+	}
 	var skillErr, fileErr error
 	var agents []agent
 	var perms permSet
@@ -238,6 +246,18 @@ func (b *Board) deleteSkill(c *fiber.Ctx) error {
 		return b.skillRefused(c, err)
 	}
 	return c.Redirect("/c/"+id+"/skills?done=deleted", http.StatusSeeOther)
+}
+
+// saveSkillFile writes a file of an editable skill (a new SKILL.md also renames and
+// re-describes the skill) and shows it again.
+func (b *Board) saveSkillFile(c *fiber.Ctx) error {
+	id, skillID, path := c.Params("companyId"), c.Params("skillId"), c.FormValue("path")
+	body := map[string]any{"path": path, "content": c.FormValue("content")}
+	err := b.api.call(c, "PATCH", "/api/companies/"+url.PathEscape(id)+"/skills/"+url.PathEscape(skillID)+"/files", nil, body, nil)
+	if err != nil {
+		return b.skillRefused(c, err)
+	}
+	return c.Redirect("/c/"+id+"/skills/"+skillID+"?path="+url.QueryEscape(path)+"&done=saved", http.StatusSeeOther)
 }
 
 // assignSkill adds the skill to an agent's desired skills (action "add") or takes it out
