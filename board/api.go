@@ -28,12 +28,18 @@ type apiClient struct {
 // apiLoopback is the remote address of in-process API calls.
 var apiLoopback = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
 
-// apiError is a non-2xx answer of the API: its status and the message of its error body.
+// apiError is a non-2xx answer of the API: its status and the message of its error body,
+// with the body's validation details when it has them.
 type apiError struct {
 	Status  int
 	Message string
-	// Details are a validation error's "path: message" entries, when the API sent them.
-	Details []string
+	Details []apiErrorDetail
+}
+
+// apiErrorDetail is one entry of a validation error's details.
+type apiErrorDetail struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("API answered %d: %s", e.Status, e.Message) }
@@ -104,14 +110,14 @@ func (a *apiClient) do(v *visitor, method, path string, query url.Values, body, 
 	resp := fctx.Response.Body()
 	if status < 200 || status > 299 {
 		var e struct {
-			Error   string          `json:"error"`
-			Details json.RawMessage `json:"details"`
+			Error   string           `json:"error"`
+			Details []apiErrorDetail `json:"details"`
 		}
 		_ = json.Unmarshal(resp, &e)
 		if e.Error == "" {
 			e.Error = fasthttp.StatusMessage(status)
 		}
-		return nil, &apiError{Status: status, Message: e.Error, Details: validationDetails(e.Details)}
+		return nil, &apiError{Status: status, Message: e.Error, Details: e.Details}
 	}
 	var cookies []string
 	for _, c := range fctx.Response.Header.PeekAll(fiber.HeaderSetCookie) {
@@ -124,28 +130,4 @@ func (a *apiClient) do(v *visitor, method, path string, query url.Values, body, 
 		return cookies, fmt.Errorf("error decoding the answer of %s %s: %w", method, path, err)
 	}
 	return cookies, nil
-}
-
-// validationDetails reads the details of a validation error: a list of {path, message}
-// ("path: message" each); anything else gives none.
-func validationDetails(raw json.RawMessage) []string {
-	var ds []struct {
-		Path    string `json:"path"`
-		Message string `json:"message"`
-	}
-	if len(raw) == 0 || json.Unmarshal(raw, &ds) != nil {
-		return nil
-	}
-	out := make([]string, 0, len(ds))
-	for _, d := range ds {
-		if d.Message == "" {
-			continue
-		}
-		if d.Path != "" {
-			out = append(out, d.Path+": "+d.Message)
-		} else {
-			out = append(out, d.Message)
-		}
-	}
-	return out
 }
