@@ -51,6 +51,10 @@ func BenchmarkBoardPages(b *testing.B) {
 		{"IssueListLastPage", "/c/" + co + "/issues?limit=50&offset=9950"},
 		{"IssueListFragment", "/c/" + co + "/issues?sortField=priority"},
 		{"IssueDetail", "/c/" + co + "/issues/" + issueID},
+		{"Members", "/c/" + co + "/members"},
+		{"Skills", "/c/" + co + "/skills"},
+		{"Folders", "/c/" + co + "/folders?kind=skill"},
+		{"InstanceSettings", "/instance/settings"},
 	}
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, p := range pages {

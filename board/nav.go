@@ -14,8 +14,13 @@ type navItem struct {
 var companyNav = []navItem{
 	{Key: "dashboard", Path: "", Icon: "dashboard", Label: "Dashboard"},
 	{Key: "issues", Path: "/issues", Icon: "issues", Label: "Issues"},
+	{Key: "skills", Path: "/skills", Icon: "skills", Label: "Skills"},
+	{Key: "folders", Path: "/folders", Icon: "folders", Label: "Folders"},
+	{Key: "members", Path: "/members", Icon: "members", Label: "Members"},
 }
 
 // instanceNav lists the instance's pages (plugins, adapters, settings) below the companies
 // link; the API refuses them to anyone but an instance admin.
-var instanceNav = []navItem{}
+var instanceNav = []navItem{
+	{Key: "instance-settings", Path: "/instance/settings", Icon: "settings", Label: "Instance settings"},
+}
