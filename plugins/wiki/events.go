@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"github.com/keelhq/keel/sdk"
 )
 
@@ -43,6 +45,15 @@ type comment struct {
 	Body          string  `json:"body"`
 	AuthorAgentID *string `json:"authorAgentId"`
 	AuthorType    string  `json:"authorType"`
+}
+
+// documentText is the part of work.documents.get's answer the wiki reads.
+type documentText struct {
+	ID             string  `json:"id"`
+	Title          *string `json:"title"`
+	Body           string  `json:"body"`
+	Clipped        bool    `json:"clipped"`
+	RevisionNumber int     `json:"revisionNumber"`
 }
 
 // OnEvent completes query sessions from the maintainer's answer and, when event ingestion
@@ -169,9 +180,31 @@ func (w *Wiki) ingestEvent(ctx context.Context, ev *sdk.Event, issueID string, a
 			rev = ev.ID
 		}
 		key = "document:" + issueID + ":" + a.Details.Key + ":revision:" + rev
-		sourceType, title = "issue_document", "Document "+a.Details.Key+" of "+iss.Identifier+" "+iss.Title
-		// Document text stays with its owner: the source records the revision (metadata only).
-		body = fmt.Sprintf("# Document %s of %s: %s\n\n- Revision: %d\n- Document: %s\n", a.Details.Key, iss.Identifier, iss.Title, a.Details.RevisionNumber, a.Details.DocumentID)
+		// The work owner reads the revision's text, clipped to the per-source cap, so a large
+		// document never crosses the wire whole.
+		in := map[string]any{"issueId": issueID, "key": a.Details.Key, "maxCharacters": w.cfg.Load().MaxIssueSourceCharacters}
+		if sdk.IsUUID(a.Details.RevisionID) {
+			in["revisionId"] = a.Details.RevisionID
+		}
+		var d documentText
+		if err := w.host.Call(ctx, "work.documents.get", sdk.SystemActor(), ev.CompanyID, in, &d); err != nil {
+			var e *sdk.Error
+			if errors.As(err, &e) && e.Status == 404 {
+				return nil // missing_document
+			}
+			return fmt.Errorf("error reading document %s of issue %s: %w", a.Details.Key, issueID, err)
+		}
+		docTitle := a.Details.Key
+		if d.Title != nil && *d.Title != "" {
+			docTitle = *d.Title
+		}
+		sourceType, title = "issue_document", "Document "+docTitle+" of "+iss.Identifier+" "+iss.Title
+		text := d.Body
+		if d.Clipped {
+			text += fmt.Sprintf("\n\n[Clipped at %d characters for this source.]", w.cfg.Load().MaxIssueSourceCharacters)
+		}
+		body = fmt.Sprintf("# Document %s of %s: %s\n\n- Key: %s\n- Revision: %d\n- Document: %s\n\n%s\n",
+			docTitle, iss.Identifier, iss.Title, a.Details.Key, d.RevisionNumber, d.ID, text)
 	default:
 		return nil // unsupported_event
 	}
@@ -188,7 +221,34 @@ func (w *Wiki) ingestEvent(ctx context.Context, ev *sdk.Event, issueID string, a
 	}
 	meta, _ := json.Marshal(map[string]any{"eventId": ev.ID, "eventType": ev.Type, "issueId": issueID, "issueIdentifier": iss.Identifier,
 		"projectId": iss.ProjectID})
-	_, err = w.captureSource(ctx, sp, spaceFolder(root, sp), &SourceCapture{SourceType: sourceType, Title: title, Contents: body,
+	res, err := w.captureSource(ctx, sp, spaceFolder(root, sp), &SourceCapture{SourceType: sourceType, Title: title, Contents: body,
 		RawPath: "raw/events/" + slugify(key) + ".md", Metadata: meta, sourceKey: key})
-	return err
+	if err != nil || res.Duplicate {
+		return err // a redelivered event was recorded the first time
+	}
+	return w.recordCursor(ctx, sp, ev, &iss, sourceType, key, res.SourceID)
+}
+
+// recordCursor notes an ingested event on its distillation cursor (the project's when the
+// issue has one, else the company's): one more pending event, the newest observation and
+// what it was, for the maintainer's cursor-window routine.
+func (w *Wiki) recordCursor(ctx context.Context, sp *Space, ev *sdk.Event, iss *issueDetail, sourceKind, sourceKey, sourceID string) error {
+	scope, scopeKey := "company", sp.CompanyID
+	if iss.ProjectID != nil && sdk.IsUUID(*iss.ProjectID) {
+		scope, scopeKey = "project", *iss.ProjectID
+	}
+	meta, _ := json.Marshal(map[string]any{"lastEventId": ev.ID, "lastEventType": ev.Type, "lastSourceKind": sourceKind,
+		"lastSourceKey": sourceKey, "lastSourceId": sourceID, "lastIssueId": iss.ID, "lastIssueIdentifier": iss.Identifier})
+	_, err := w.db.ExecContext(ctx, `INSERT INTO distillation_cursors (id, company_id, wiki_id, space_id, source_scope, scope_key,
+			project_id, last_observed_at, pending_event_count, metadata)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, now(), 1, $8)
+		ON CONFLICT (space_id, source_scope, scope_key, source_kind) DO UPDATE SET
+			last_observed_at = greatest(distillation_cursors.last_observed_at, excluded.last_observed_at),
+			pending_event_count = distillation_cursors.pending_event_count + 1,
+			metadata = distillation_cursors.metadata || excluded.metadata, updated_at = now()`,
+		uuid.NewString(), sp.CompanyID, sp.WikiID, sp.ID, scope, scopeKey, iss.ProjectID, meta)
+	if err != nil {
+		return fmt.Errorf("error recording the distillation cursor: %w", err)
+	}
+	return nil
 }

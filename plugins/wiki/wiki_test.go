@@ -396,10 +396,21 @@ func TestWiki(t *testing.T) {
 		require.Equal(t, "blocked", ops.Operations[0]["status"])
 		require.Equal(t, "blocked", ops.Operations[0]["hiddenIssueStatus"])
 
-		// Operation issues are hidden (kept out of search) but reachable by id.
-		iss := ok(t, h.Do("GET", "/api/issues/"+ops.Operations[0]["hiddenIssueId"].(string), nil), http.StatusOK)
+		// Operation issues are hidden (out of the issue list, its count, search and the
+		// dashboard) but reachable by id.
+		hiddenID := ops.Operations[0]["hiddenIssueId"].(string)
+		iss := ok(t, h.Do("GET", "/api/issues/"+hiddenID, nil), http.StatusOK)
 		require.NotNil(t, iss["hiddenAt"])
 		require.Equal(t, maintainer, iss["assigneeAgentId"])
+		for _, path := range []string{"/issues", "/issues?projectId=" + iss["projectId"].(string), "/issues?assigneeAgentId=" + maintainer,
+			"/issues/count?assigneeAgentId=" + maintainer, "/search?q=pager", "/dashboard"} {
+			res := h.Do("GET", "/api/companies/"+company+path, nil)
+			require.Equal(t, http.StatusOK, res.Status, "%s: %s", path, res.Body)
+			require.NotContains(t, string(res.Body), hiddenID, "%s shows the hidden operation issue", path)
+			if strings.HasPrefix(path, "/issues/count") {
+				require.JSONEq(t, `{"count":0}`, string(res.Body))
+			}
+		}
 
 		// The board gives the maintainer a real process adapter and resumes it.
 		ok(t, h.Do("PATCH", "/api/agents/"+maintainer, map[string]any{"adapterType": "process",
@@ -490,6 +501,35 @@ func TestWiki(t *testing.T) {
 			}
 		}
 		require.True(t, clipped, "sources are clipped to the per-source cap")
+
+		// A document event is captured with the revision's text (read through the work
+		// owner's documents.get, clipped there to the cap).
+		ok(t, h.Do("PUT", "/api/issues/"+iss["id"].(string)+"/documents/plan", map[string]any{"title": "Cutover plan",
+			"body": "Drain the quorum replicas first. " + strings.Repeat("y", 2000)}), http.StatusCreated)
+		var doc string
+		sdktest.WaitFor(t, 30*time.Second, func() bool {
+			found := execTool(t, h, company, "wiki_search", map[string]any{"query": "quorum replicas", "kind": "source"})
+			for _, r := range found.Data["results"].([]any) {
+				if p := r.(map[string]any)["path"].(string); strings.HasPrefix(p, "raw/events/document-") {
+					doc = p
+				}
+			}
+			return doc != ""
+		}, "the document to be captured as a source with its text")
+		b, err := os.ReadFile(filepath.Join(wikiRoot, doc))
+		require.NoError(t, err)
+		require.Contains(t, string(b), "# Document Cutover plan of ")
+		require.Contains(t, string(b), "Drain the quorum replicas first.")
+		require.Contains(t, string(b), "[Clipped at 1000 characters for this source.]")
+		require.Less(t, len(b), 1400, "the document text is clipped to the per-source cap")
+
+		// Each ingested event is noted on the company's distillation cursor.
+		var pending int
+		var last string
+		require.NoError(t, h.Kernel.Pool.QueryRow(t.Context(), `SELECT pending_event_count, metadata->>'lastSourceKind'
+			FROM ext_keelhq_llm_wiki.distillation_cursors WHERE company_id = $1 AND source_scope = 'company'`, company).Scan(&pending, &last))
+		require.GreaterOrEqual(t, pending, 2, "the comment and the document at least")
+		require.Equal(t, "issue_document", last)
 	})
 
 	t.Run("UninstallKeepsThenPurges", func(t *testing.T) {
