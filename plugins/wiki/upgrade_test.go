@@ -98,7 +98,9 @@ func TestWikiUpgrade(t *testing.T) {
 	miss := func() string {
 		return execTool(t, h, company, "wiki_search", map[string]any{"query": "xylophone"}).Content
 	}
-	version := func() string { return ok(t, h.Do("GET", "/api/plugins/"+plugin, nil), http.StatusOK)["version"].(string) }
+	version := func() string {
+		return ok(t, h.Do("GET", "/api/plugins/"+plugin, nil), http.StatusOK)["version"].(string)
+	}
 	require.Equal(t, "No wiki matches found.", miss())
 
 	t.Run("Upgrade", func(t *testing.T) {
