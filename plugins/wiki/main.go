@@ -86,6 +86,9 @@ type Wiki struct {
 	db       *sql.DB
 	cfg      atomic.Pointer[Config]
 	now      func() time.Time
+	// bg is cancelled by Stop: background work (following a query's run) ends with it.
+	bg     context.Context
+	cancel context.CancelFunc
 }
 
 func newWiki() *Wiki {
@@ -94,6 +97,7 @@ func newWiki() *Wiki {
 		panic(err)
 	}
 	w := &Wiki{manifest: m, now: func() time.Time { return time.Now().UTC() }}
+	w.bg, w.cancel = context.WithCancel(context.Background())
 	w.cfg.Store(&Config{})
 	w.cfg.Load().defaults()
 	w.registerTools()
@@ -194,8 +198,9 @@ func (w *Wiki) Health(ctx context.Context) error {
 	return w.db.PingContext(ctx)
 }
 
-// Stop closes the database.
+// Stop ends background work and closes the database.
 func (w *Wiki) Stop(context.Context) error {
+	w.cancel()
 	if w.db != nil {
 		return w.db.Close()
 	}

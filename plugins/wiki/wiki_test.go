@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -92,6 +93,7 @@ tool wiki_write_page '"path":"wiki/synthesis/runbook.md","contents":"# Runbook\n
 stale=$(tool wiki_write_page '"path":"wiki/synthesis/runbook.md","contents":"# Stale","expectedHash":"0000000000000000000000000000000000000000000000000000000000000000"')
 protected=$(tool wiki_write_page '"path":"AGENTS.md","contents":"# Mine"')
 found=$(tool wiki_search '"query":"pager rotation"')
+echo "Looking up the pager rotation in the wiki"
 case "$stale" in *"Refusing to overwrite wiki/synthesis/runbook.md: expected hash"*) s=refused;; *) s=written;; esac
 case "$protected" in *"Refusing to overwrite protected wiki control file AGENTS.md"*) p=refused;; *) p=written;; esac
 case "$found" in *"wiki/synthesis/runbook.md"*) f=found;; *) f=missing;; esac
@@ -110,7 +112,7 @@ curl -sS -f -X PATCH -H "$auth" -H "$run" -H "$json" -d '{"status":"done"}' "$SE
 func TestWiki(t *testing.T) {
 	t.Parallel()
 	root := bundledRoot(t)
-	h := sdktest.Start(t, sdktest.Options{Builtins: true, Configure: func(c *host.Config) { c.BundledRoot = root }})
+	h := sdktest.Start(t, sdktest.Options{Builtins: true, Verbose: os.Getenv("WIKI_DEBUG") != "", Configure: func(c *host.Config) { c.BundledRoot = root }})
 	company := h.CreateCompany("Wiki Co")
 
 	var catalog []map[string]any
@@ -430,7 +432,7 @@ func TestWiki(t *testing.T) {
 		require.NoError(t, err)
 		defer stream.Body.Close()
 		require.Equal(t, http.StatusOK, stream.StatusCode)
-		events := make(chan map[string]any, 10)
+		events := make(chan map[string]any, 1000)
 		go func() {
 			rd := bufio.NewReader(stream.Body)
 			for {
@@ -458,13 +460,35 @@ func TestWiki(t *testing.T) {
 			return false
 		}, "the maintainer to answer the query")
 		require.Equal(t, "done", op["hiddenIssueStatus"])
-		answer := ""
-		for ev := range events {
+		// The stream carries the run's output live (its stdout line, with the run id, read
+		// from the run's events through the agents owner) and the answer.
+		answer, live := "", false
+		deadline := time.After(60 * time.Second)
+	read:
+		for {
+			var ev map[string]any
+			select {
+			case e, open := <-events:
+				if !open {
+					break read
+				}
+				ev = e
+			case <-deadline:
+				break read
+			}
+			if ev["type"] == "agent.event" && ev["stream"] == "stdout" && ev["runId"] != nil &&
+				strings.Contains(fmt.Sprint(ev["message"]), "Looking up the pager rotation") {
+				live = true
+			}
 			if ev["type"] == "query.done" {
 				answer = ev["answer"].(string)
+			}
+			if live && answer != "" {
 				break
 			}
 		}
+		require.True(t, live, "the run's output is streamed live")
+		require.NotEmpty(t, op["runIds"], "the run is recorded on the operation")
 		require.Contains(t, answer, "The pager rotates weekly")
 		require.Contains(t, answer, "stale=refused protected=refused search=found",
 			"the agent's stale write and protected write were refused and its page is searchable")
