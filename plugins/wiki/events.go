@@ -74,7 +74,7 @@ func (w *Wiki) OnEvent(ctx context.Context, ev *sdk.Event) error {
 			return err
 		}
 	}
-	if !w.cfg.Load().EventIngestion {
+	if !w.anyIngestion(ctx, ev.CompanyID) {
 		return nil
 	}
 	return w.ingestEvent(ctx, ev, issueID, &a)
@@ -146,6 +146,19 @@ func (w *Wiki) ingestEvent(ctx context.Context, ev *sdk.Event, issueID string, a
 	if strings.HasPrefix(iss.OriginKind, "plugin:"+pluginKey+":operation") {
 		return nil // plugin_operation
 	}
+	kind := map[string]string{"issue.created": "issue", "issue.updated": "issue", "issue.comment.created": "comment",
+		"issue.document.created": "document", "issue.document.updated": "document"}[ev.Type]
+	if kind == "" {
+		return nil // unsupported_event
+	}
+	targets, err := w.ingestTargets(ctx, ev.CompanyID, kind, iss.ProjectID)
+	if err != nil || len(targets) == 0 {
+		return err // source_disabled
+	}
+	maxChars := 0
+	for _, t := range targets {
+		maxChars = max(maxChars, t.max)
+	}
 	var key, title, sourceType, body string
 	switch ev.Type {
 	case "issue.created", "issue.updated":
@@ -182,7 +195,7 @@ func (w *Wiki) ingestEvent(ctx context.Context, ev *sdk.Event, issueID string, a
 		key = "document:" + issueID + ":" + a.Details.Key + ":revision:" + rev
 		// The work owner reads the revision's text, clipped to the per-source cap, so a large
 		// document never crosses the wire whole.
-		in := map[string]any{"issueId": issueID, "key": a.Details.Key, "maxCharacters": w.cfg.Load().MaxIssueSourceCharacters}
+		in := map[string]any{"issueId": issueID, "key": a.Details.Key, "maxCharacters": maxChars}
 		if sdk.IsUUID(a.Details.RevisionID) {
 			in["revisionId"] = a.Details.RevisionID
 		}
@@ -201,32 +214,37 @@ func (w *Wiki) ingestEvent(ctx context.Context, ev *sdk.Event, issueID string, a
 		sourceType, title = "issue_document", "Document "+docTitle+" of "+iss.Identifier+" "+iss.Title
 		text := d.Body
 		if d.Clipped {
-			text += fmt.Sprintf("\n\n[Clipped at %d characters for this source.]", w.cfg.Load().MaxIssueSourceCharacters)
+			text += fmt.Sprintf("\n\n[Clipped at %d characters for this source.]", maxChars)
 		}
 		body = fmt.Sprintf("# Document %s of %s: %s\n\n- Key: %s\n- Revision: %d\n- Document: %s\n\n%s\n",
 			docTitle, iss.Identifier, iss.Title, a.Details.Key, d.RevisionNumber, d.ID, text)
 	default:
 		return nil // unsupported_event
 	}
-	sp, err := w.space(ctx, ev.CompanyID, defaultWikiID, defaultSpace, false)
-	if err != nil {
-		return err
-	}
 	root, err := w.rootPath(ctx, ev.CompanyID, defaultWikiID, nil)
 	if err != nil {
 		return nil // no folder yet: nothing to capture into
 	}
-	if max := w.cfg.Load().MaxIssueSourceCharacters; len([]rune(body)) > max {
-		body = string([]rune(body)[:max]) + fmt.Sprintf("\n\n[Clipped at %d characters for this source.]\n", max)
-	}
 	meta, _ := json.Marshal(map[string]any{"eventId": ev.ID, "eventType": ev.Type, "issueId": issueID, "issueIdentifier": iss.Identifier,
 		"projectId": iss.ProjectID})
-	res, err := w.captureSource(ctx, sp, spaceFolder(root, sp), &SourceCapture{SourceType: sourceType, Title: title, Contents: body,
-		RawPath: "raw/events/" + slugify(key) + ".md", Metadata: meta, sourceKey: key})
-	if err != nil || res.Duplicate {
-		return err // a redelivered event was recorded the first time
+	for _, t := range targets {
+		text := body
+		if len([]rune(text)) > t.max {
+			text = string([]rune(text)[:t.max]) + fmt.Sprintf("\n\n[Clipped at %d characters for this source.]\n", t.max)
+		}
+		res, err := w.captureSource(ctx, t.space, spaceFolder(root, t.space), &SourceCapture{SourceType: sourceType, Title: title,
+			Contents: text, RawPath: "raw/events/" + slugify(key) + ".md", Metadata: meta, sourceKey: key})
+		if err != nil {
+			return err
+		}
+		if res.Duplicate {
+			continue // a redelivered event was recorded the first time
+		}
+		if err := w.recordCursor(ctx, t.space, ev, &iss, sourceType, key, res.SourceID); err != nil {
+			return err
+		}
 	}
-	return w.recordCursor(ctx, sp, ev, &iss, sourceType, key, res.SourceID)
+	return nil
 }
 
 // recordCursor notes an ingested event on its distillation cursor (the project's when the

@@ -504,6 +504,15 @@ func TestWiki(t *testing.T) {
 	})
 
 	t.Run("EventIngestion", func(t *testing.T) {
+		// A second space takes documents only, through its ingestion profile; a profile
+		// that raises the hard cap or names unknown fields is refused.
+		for _, bad := range []map[string]any{{"enabled": true, "maxCharactersPerSource": 50000}, {"enabled": true, "bogus": 1},
+			{"enabled": true, "scope": "selected_projects"}} {
+			res := h.Do("POST", api("/spaces"), map[string]any{"companyId": company, "displayName": "Bad", "settings": map[string]any{"ingestion": bad}})
+			require.Equal(t, http.StatusBadRequest, res.Status, "%v: %s", bad, res.Body)
+		}
+		ok(t, h.Do("POST", api("/spaces"), map[string]any{"companyId": company, "displayName": "Ops", "settings": map[string]any{
+			"ingestion": map[string]any{"enabled": true, "sources": map[string]any{"issues": false, "comments": false}}}}), http.StatusCreated)
 		iss := ok(t, h.Do("POST", "/api/companies/"+company+"/issues", map[string]any{"title": "Migrate the ledger", "description": "Move the ledger to the new cluster."}), http.StatusCreated)
 		ok(t, h.Do("POST", "/api/plugins/"+plugin+"/config", map[string]any{"configJson": map[string]any{"eventIngestion": true, "maxIssueSourceCharacters": 1000}}), http.StatusOK)
 		res := h.Do("POST", "/api/plugins/"+plugin+"/config", map[string]any{"configJson": map[string]any{"maxIssueSourceCharacters": 20000}})
@@ -547,11 +556,20 @@ func TestWiki(t *testing.T) {
 		require.Contains(t, string(b), "[Clipped at 1000 characters for this source.]")
 		require.Less(t, len(b), 1400, "the document text is clipped to the per-source cap")
 
+		// The Ops space took the document, not the comment.
+		sdktest.WaitFor(t, 30*time.Second, func() bool {
+			found := execTool(t, h, company, "wiki_search", map[string]any{"query": "quorum replicas", "kind": "source", "spaceSlug": "ops"})
+			return strings.Contains(found.Content, "raw/events/document-")
+		}, "the Ops space's profile to take the document")
+		found := execTool(t, h, company, "wiki_search", map[string]any{"query": "cutover friday", "kind": "source", "spaceSlug": "ops"})
+		require.NotContains(t, found.Content, "raw/events/comment-", "the Ops profile takes no comments")
+
 		// Each ingested event is noted on the company's distillation cursor.
 		var pending int
 		var last string
-		require.NoError(t, h.Kernel.Pool.QueryRow(t.Context(), `SELECT pending_event_count, metadata->>'lastSourceKind'
-			FROM ext_keelhq_llm_wiki.distillation_cursors WHERE company_id = $1 AND source_scope = 'company'`, company).Scan(&pending, &last))
+		require.NoError(t, h.Kernel.Pool.QueryRow(t.Context(), `SELECT c.pending_event_count, c.metadata->>'lastSourceKind'
+			FROM ext_keelhq_llm_wiki.distillation_cursors c JOIN ext_keelhq_llm_wiki.wiki_spaces s ON s.id = c.space_id
+			WHERE c.company_id = $1 AND c.source_scope = 'company' AND s.slug = 'default'`, company).Scan(&pending, &last))
 		require.GreaterOrEqual(t, pending, 2, "the comment and the document at least")
 		require.Equal(t, "issue_document", last)
 	})
