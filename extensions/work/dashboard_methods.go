@@ -14,7 +14,7 @@ func init() {
 	addMethods(map[string]method{
 		"dashboardCounts": {
 			Description: "Count a company's work for the dashboard. Input: {companyId (defaults to the call's company)}. Output: " +
-				"{open (backlog, todo, in_progress, in_review and blocked issues), inProgress, blocked, done, " +
+				"{open (backlog, todo, in_progress, in_review and blocked issues; hidden issues never count), inProgress, blocked, done, " +
 				"pendingApprovals (approvals with status pending), pausedProjectsByBudget (unarchived projects with pauseReason budget)}.",
 			Call: (*Work).methodDashboardCounts,
 		},
@@ -37,8 +37,8 @@ type DashboardCounts struct {
 	PausedProjectsByBudget int64 `json:"pausedProjectsByBudget"`
 }
 
-// dashboardCountsSQL counts in one statement: the issue counts come from one scan of the
-// company's (company_id, status, …) index, the approvals and projects from their company
+// dashboardCountsSQL counts in one statement: the issue counts (hidden issues left out)
+// come from one scan of the company's partial (company_id, status, …) index, the approvals and projects from their company
 // indexes.
 const dashboardCountsSQL = `SELECT
 	count(*) FILTER (WHERE status IN ('backlog', 'todo', 'in_progress', 'in_review', 'blocked')),
@@ -47,7 +47,7 @@ const dashboardCountsSQL = `SELECT
 	count(*) FILTER (WHERE status = 'done'),
 	(SELECT count(*) FROM approvals WHERE company_id = $1 AND status = 'pending'),
 	(SELECT count(*) FROM projects WHERE company_id = $1 AND pause_reason = 'budget' AND archived_at IS NULL)
-FROM issues WHERE company_id = $1`
+FROM issues WHERE company_id = $1 AND hidden_at IS NULL`
 
 func (w *Work) methodDashboardCounts(ctx context.Context, call *sdk.MethodCall) (any, error) {
 	ctx = issuesMethodContext(ctx, call)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelhq/keel/extensions/work"
+	extensionv1 "github.com/keelhq/keel/sdk/proto/extension/v1"
 	"github.com/keelhq/keel/sdktest"
 )
 
@@ -338,4 +339,62 @@ func TestDocuments(t *testing.T) {
 			requireError(t, h.Do(req[0], req[1], map[string]any{"body": "x"}, outsider.As("")...), http.StatusForbidden, "You do not have access to this company")
 		}
 	})
+}
+
+// TestDocumentsGetMethod reads an issue document's text through work.documents.get: the
+// latest body or a named revision's, clipped to maxCharacters with its full length, in the
+// call's company only; bad input is a 4xx.
+func TestDocumentsGetMethod(t *testing.T) {
+	t.Parallel()
+	h := waitWorkReady(t, startWork(t))
+	companyID := h.CreateCompany("Docs Method Co")
+	other := h.CreateCompany("Docs Method Elsewhere")
+	system := &extensionv1.Actor{Type: "system"}
+	iss := newAreaIssue(t, h, companyID, "")
+	v1 := putDocument(t, h, iss.ID, "spec", map[string]any{"title": "Spec", "body": "Första utkast: " + strings.Repeat("a", 50)}, http.StatusCreated)
+	v2 := putDocument(t, h, iss.ID, "spec", map[string]any{"body": "Second draft", "baseRevisionId": v1.Revision.ID}, http.StatusOK)
+
+	get := func(company string, in map[string]any) (map[string]any, *extensionv1.Error) {
+		out, e := issCall(t, h, "documents.get", company, system, in)
+		if e != nil {
+			return nil, e
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(out, &m))
+		return m, nil
+	}
+	latest, e := get(companyID, map[string]any{"issueId": iss.ID, "key": "spec"})
+	require.Nil(t, e, "%v", e)
+	require.Equal(t, "Second draft", latest["body"])
+	require.Equal(t, false, latest["clipped"])
+	require.Equal(t, v2.Revision.ID, latest["revisionId"])
+	require.EqualValues(t, 2, latest["revisionNumber"])
+	require.Equal(t, "Spec", latest["title"])
+
+	first, e := get(companyID, map[string]any{"issueId": iss.ID, "key": "spec", "revisionId": v1.Revision.ID, "maxCharacters": 10})
+	require.Nil(t, e, "%v", e)
+	require.Equal(t, "Första utk", first["body"], "clipped by characters, not bytes")
+	require.Equal(t, true, first["clipped"])
+	require.EqualValues(t, 65, first["bodyLength"])
+	require.EqualValues(t, 1, first["revisionNumber"])
+	require.EqualValues(t, 2, first["latestRevisionNumber"])
+
+	for name, tc := range map[string]struct {
+		company string
+		in      map[string]any
+		status  int32
+		msg     string
+	}{
+		"other company":    {other, map[string]any{"issueId": iss.ID, "key": "spec"}, http.StatusNotFound, "Document not found"},
+		"unknown key":      {companyID, map[string]any{"issueId": iss.ID, "key": "nope"}, http.StatusNotFound, "Document not found"},
+		"bad issue":        {companyID, map[string]any{"issueId": "x", "key": "spec"}, http.StatusNotFound, "Document not found"},
+		"unknown revision": {companyID, map[string]any{"issueId": iss.ID, "key": "spec", "revisionId": uuid.NewString()}, http.StatusNotFound, "Document revision not found"},
+		"zero cap":         {companyID, map[string]any{"issueId": iss.ID, "key": "spec", "maxCharacters": 0}, http.StatusBadRequest, ""},
+		"text cap":         {companyID, map[string]any{"issueId": iss.ID, "key": "spec", "maxCharacters": "ten"}, http.StatusBadRequest, ""},
+	} {
+		_, e := get(tc.company, tc.in)
+		require.NotNil(t, e, name)
+		require.EqualValues(t, tc.status, e.Status, "%s: %v", name, e)
+		require.Contains(t, e.Message, tc.msg, name)
+	}
 }

@@ -23,7 +23,7 @@ func init() {
 		"issues.create": {
 			Description: "Create an issue in the call's company. Input: the create body of POST /api/companies/{companyId}/issues " +
 				"(title, description, status, priority, assigneeAgentId, parentId, blockedByIssueIds, labelIds, idempotencyKey, " +
-				"originKind/originId/originRunId/originFingerprint, …) and hidden (kept out of search). Output: the issue with labels, blockedBy and blocks, plus " +
+				"originKind/originId/originRunId/originFingerprint, …) and hidden (kept out of every issue list, count, search and dashboard count; read by id). Output: the issue with labels, blockedBy and blocks, plus " +
 				"created=false when the idempotency key matched an existing issue.",
 			Call: (*Work).methodIssuesCreate,
 		},
@@ -40,7 +40,7 @@ func init() {
 			Description: "List issues of a company. Input: {companyId (defaults to the call's company), status (list or comma string), " +
 				"assigneeAgentId ('null' = unassigned), assigneeUserId, projectId, parentId, goalId, labelId, q, originKind, " +
 				"originKindPrefix, originId, includeRoutineExecutions, sortField, sortDir, limit (1-500, default 50), offset}. " +
-				"Output: an array of issues, newest update first by default.",
+				"Output: an array of issues, newest update first by default; hidden issues are never listed.",
 			Call: (*Work).methodIssuesList,
 		},
 		"blockers.resolve": {
@@ -116,8 +116,8 @@ func (w *Work) methodIssuesCreate(ctx context.Context, call *sdk.MethodCall) (an
 	var in struct {
 		IssueCreateBody
 		CompanyID string `json:"companyId,omitempty"`
-		// Hidden keeps the issue out of search (a plugin's operation issues); it is still
-		// listed, read, updated and worked on.
+		// Hidden keeps the issue out of every issue list, count, search and dashboard count
+		// (a plugin's operation issues); it is still read, updated and worked on by id.
 		Hidden bool `json:"hidden,omitempty"`
 	}
 	if err := issuesMethodDecode(call, &in); err != nil {

@@ -704,7 +704,8 @@ func (s *issueStore) IssueLabelsReplace(ctx context.Context, p *IssueLabelsRepla
 }
 
 // IssueListParams are the filters, order and page of an issue list. Every filter is
-// served by an index of migrations 0001 or 0010 (see TestIssueListUsesIndexes).
+// served by an index of migrations 0001, 0010 or 0045 (see TestIssueListUsesIndexes);
+// hidden issues are always left out.
 type IssueListParams struct {
 	CompanyID string
 	Statuses  []string
@@ -793,7 +794,9 @@ func (s *issueStore) issueListQuery(p *IssueListParams, dest *[]*Issue) *bun.Sel
 	} else {
 		q = q.Model((*Issue)(nil))
 	}
-	q = q.Where("company_id = ?", p.CompanyID)
+	// Hidden issues (a plugin's operation issues) are never listed or counted; the sort
+	// and broad filter indexes are partial on the same predicate (migration 0045).
+	q = q.Where("company_id = ?", p.CompanyID).Where("hidden_at IS NULL")
 	if len(p.Statuses) > 0 {
 		q = q.Where("status IN (?)", bun.In(p.Statuses))
 	}

@@ -905,26 +905,60 @@ func TestIssueTransitionsHTTP(t *testing.T) {
 }
 
 // TestIssueMethodsHiddenAndCommentGet checks a plugin's operation issue: created hidden
-// through issues.create (hiddenAt set, so search leaves it out), it is read and commented
-// by id, and comments.get reads one comment of the call's company only.
+// through issues.create, it is absent from the issue list and count (every filter and sort
+// the board uses), the issues.list method, search and the dashboard counts, but read and
+// commented by id; comments.get reads one comment of the call's company only.
 func TestIssueMethodsHiddenAndCommentGet(t *testing.T) {
 	t.Parallel()
 	h := issStart(t)
 	company := h.CreateCompany("Hidden Inc")
 	other := h.CreateCompany("Other Hidden Inc")
 	system := &extensionv1.Actor{Type: "system"}
+	visible := issCreate(t, h, company, map[string]any{"title": "Visible zephyr task", "status": "todo"})
 
-	out, e := issCall(t, h, "issues.create", company, system, map[string]any{"title": "Wiki query", "status": "todo",
-		"originKind": "plugin:keelhq.llm_wiki:operation:query", "originId": "wiki:default:operation:1", "hidden": true})
+	out, e := issCall(t, h, "issues.create", company, system, map[string]any{"title": "Wiki query zephyr", "status": "todo",
+		"originKind": "plugin:keelhq.llm_wiki:operation:query", "originId": "wiki:default:operation:1", "hidden": true,
+		"description": "zephyr"})
 	require.Nil(t, e, "%v", e)
 	var created map[string]any
 	require.NoError(t, json.Unmarshal(out, &created))
 	require.NotNil(t, created["hiddenAt"])
 	id := created["id"].(string)
 
-	require.Equal(t, http.StatusOK, h.Do("GET", "/api/issues/"+id, nil).Status, "a hidden issue is read by id")
+	base := "/api/companies/" + company + "/issues"
+	for _, q := range []string{"", "?status=todo", "?q=zephyr", "?q=" + created["identifier"].(string),
+		"?originKind=plugin:keelhq.llm_wiki:operation:query", "?originKindPrefix=plugin:", "?originId=wiki:default:operation:1",
+		"?assigneeAgentId=null", "?parentId=null", "?sortField=createdAt", "?sortField=priority", "?sortField=status&sortDir=asc"} {
+		res := h.Do("GET", base+q, nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s: %s", q, res.Body)
+		require.NotContains(t, string(res.Body), id, "GET issues%s lists the hidden issue", q)
+		var list []map[string]any
+		res.JSON(t, &list)
+		var n map[string]int
+		h.Do("GET", base+"/count"+q, nil).JSON(t, &n)
+		require.Equal(t, len(list), n["count"], "GET issues/count%s counts the hidden issue", q)
+	}
+	require.Contains(t, string(h.Do("GET", base, nil).Body), visible["id"].(string))
+	out, e = issCall(t, h, "issues.list", company, system, map[string]any{"originKindPrefix": "plugin:"})
+	require.Nil(t, e, "%v", e)
+	require.JSONEq(t, "[]", string(out), "issues.list leaves hidden issues out for every caller")
 
-	res := h.Do("POST", "/api/issues/"+id+"/comments", map[string]any{"body": "The answer."})
+	res := h.Do("GET", "/api/companies/"+company+"/search?q=zephyr", nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.NotContains(t, string(res.Body), id, "search leaves the hidden issue out")
+	require.Contains(t, string(res.Body), visible["id"].(string))
+
+	out, e = issCall(t, h, "dashboardCounts", company, system, map[string]any{})
+	require.Nil(t, e, "%v", e)
+	var counts map[string]any
+	require.NoError(t, json.Unmarshal(out, &counts))
+	require.EqualValues(t, 1, counts["open"], "the dashboard counts the visible issue only")
+
+	got := h.Do("GET", "/api/issues/"+id, nil)
+	require.Equal(t, http.StatusOK, got.Status, "a hidden issue is read by id")
+	require.Equal(t, id, got.Map(t)["id"])
+
+	res = h.Do("POST", "/api/issues/"+id+"/comments", map[string]any{"body": "The answer."})
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 	commentID := res.Map(t)["id"].(string)
 	out, e = issCall(t, h, "comments.get", company, system, map[string]any{"issueId": id, "commentId": commentID})

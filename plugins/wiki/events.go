@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"github.com/keelhq/keel/sdk"
 )
 
@@ -45,6 +47,15 @@ type comment struct {
 	AuthorType    string  `json:"authorType"`
 }
 
+// documentText is the part of work.documents.get's answer the wiki reads.
+type documentText struct {
+	ID             string  `json:"id"`
+	Title          *string `json:"title"`
+	Body           string  `json:"body"`
+	Clipped        bool    `json:"clipped"`
+	RevisionNumber int     `json:"revisionNumber"`
+}
+
 // OnEvent completes query sessions from the maintainer's answer and, when event ingestion
 // is on, captures issue, comment and document events as sources of the default space.
 // Only the work owner's own events count; wiki operation issues are never ingested.
@@ -63,7 +74,7 @@ func (w *Wiki) OnEvent(ctx context.Context, ev *sdk.Event) error {
 			return err
 		}
 	}
-	if !w.cfg.Load().EventIngestion {
+	if !w.anyIngestion(ctx, ev.CompanyID) {
 		return nil
 	}
 	return w.ingestEvent(ctx, ev, issueID, &a)
@@ -135,6 +146,19 @@ func (w *Wiki) ingestEvent(ctx context.Context, ev *sdk.Event, issueID string, a
 	if strings.HasPrefix(iss.OriginKind, "plugin:"+pluginKey+":operation") {
 		return nil // plugin_operation
 	}
+	kind := map[string]string{"issue.created": "issue", "issue.updated": "issue", "issue.comment.created": "comment",
+		"issue.document.created": "document", "issue.document.updated": "document"}[ev.Type]
+	if kind == "" {
+		return nil // unsupported_event
+	}
+	targets, err := w.ingestTargets(ctx, ev.CompanyID, kind, iss.ProjectID)
+	if err != nil || len(targets) == 0 {
+		return err // source_disabled
+	}
+	maxChars := 0
+	for _, t := range targets {
+		maxChars = max(maxChars, t.max)
+	}
 	var key, title, sourceType, body string
 	switch ev.Type {
 	case "issue.created", "issue.updated":
@@ -169,26 +193,80 @@ func (w *Wiki) ingestEvent(ctx context.Context, ev *sdk.Event, issueID string, a
 			rev = ev.ID
 		}
 		key = "document:" + issueID + ":" + a.Details.Key + ":revision:" + rev
-		sourceType, title = "issue_document", "Document "+a.Details.Key+" of "+iss.Identifier+" "+iss.Title
-		// Document text stays with its owner: the source records the revision (metadata only).
-		body = fmt.Sprintf("# Document %s of %s: %s\n\n- Revision: %d\n- Document: %s\n", a.Details.Key, iss.Identifier, iss.Title, a.Details.RevisionNumber, a.Details.DocumentID)
+		// The work owner reads the revision's text, clipped to the per-source cap, so a large
+		// document never crosses the wire whole.
+		in := map[string]any{"issueId": issueID, "key": a.Details.Key, "maxCharacters": maxChars}
+		if sdk.IsUUID(a.Details.RevisionID) {
+			in["revisionId"] = a.Details.RevisionID
+		}
+		var d documentText
+		if err := w.host.Call(ctx, "work.documents.get", sdk.SystemActor(), ev.CompanyID, in, &d); err != nil {
+			var e *sdk.Error
+			if errors.As(err, &e) && e.Status == 404 {
+				return nil // missing_document
+			}
+			return fmt.Errorf("error reading document %s of issue %s: %w", a.Details.Key, issueID, err)
+		}
+		docTitle := a.Details.Key
+		if d.Title != nil && *d.Title != "" {
+			docTitle = *d.Title
+		}
+		sourceType, title = "issue_document", "Document "+docTitle+" of "+iss.Identifier+" "+iss.Title
+		text := d.Body
+		if d.Clipped {
+			text += fmt.Sprintf("\n\n[Clipped at %d characters for this source.]", maxChars)
+		}
+		body = fmt.Sprintf("# Document %s of %s: %s\n\n- Key: %s\n- Revision: %d\n- Document: %s\n\n%s\n",
+			docTitle, iss.Identifier, iss.Title, a.Details.Key, d.RevisionNumber, d.ID, text)
 	default:
 		return nil // unsupported_event
-	}
-	sp, err := w.space(ctx, ev.CompanyID, defaultWikiID, defaultSpace, false)
-	if err != nil {
-		return err
 	}
 	root, err := w.rootPath(ctx, ev.CompanyID, defaultWikiID, nil)
 	if err != nil {
 		return nil // no folder yet: nothing to capture into
 	}
-	if max := w.cfg.Load().MaxIssueSourceCharacters; len([]rune(body)) > max {
-		body = string([]rune(body)[:max]) + fmt.Sprintf("\n\n[Clipped at %d characters for this source.]\n", max)
-	}
 	meta, _ := json.Marshal(map[string]any{"eventId": ev.ID, "eventType": ev.Type, "issueId": issueID, "issueIdentifier": iss.Identifier,
 		"projectId": iss.ProjectID})
-	_, err = w.captureSource(ctx, sp, spaceFolder(root, sp), &SourceCapture{SourceType: sourceType, Title: title, Contents: body,
-		RawPath: "raw/events/" + slugify(key) + ".md", Metadata: meta, sourceKey: key})
-	return err
+	for _, t := range targets {
+		text := body
+		if len([]rune(text)) > t.max {
+			text = string([]rune(text)[:t.max]) + fmt.Sprintf("\n\n[Clipped at %d characters for this source.]\n", t.max)
+		}
+		res, err := w.captureSource(ctx, t.space, spaceFolder(root, t.space), &SourceCapture{SourceType: sourceType, Title: title,
+			Contents: text, RawPath: "raw/events/" + slugify(key) + ".md", Metadata: meta, sourceKey: key})
+		if err != nil {
+			return err
+		}
+		if res.Duplicate {
+			continue // a redelivered event was recorded the first time
+		}
+		if err := w.recordCursor(ctx, t.space, ev, &iss, sourceType, key, res.SourceID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordCursor notes an ingested event on its distillation cursor (the project's when the
+// issue has one, else the company's): one more pending event, the newest observation and
+// what it was, for the maintainer's cursor-window routine.
+func (w *Wiki) recordCursor(ctx context.Context, sp *Space, ev *sdk.Event, iss *issueDetail, sourceKind, sourceKey, sourceID string) error {
+	scope, scopeKey := "company", sp.CompanyID
+	if iss.ProjectID != nil && sdk.IsUUID(*iss.ProjectID) {
+		scope, scopeKey = "project", *iss.ProjectID
+	}
+	meta, _ := json.Marshal(map[string]any{"lastEventId": ev.ID, "lastEventType": ev.Type, "lastSourceKind": sourceKind,
+		"lastSourceKey": sourceKey, "lastSourceId": sourceID, "lastIssueId": iss.ID, "lastIssueIdentifier": iss.Identifier})
+	_, err := w.db.ExecContext(ctx, `INSERT INTO distillation_cursors (id, company_id, wiki_id, space_id, source_scope, scope_key,
+			project_id, last_observed_at, pending_event_count, metadata)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, now(), 1, $8)
+		ON CONFLICT (space_id, source_scope, scope_key, source_kind) DO UPDATE SET
+			last_observed_at = greatest(distillation_cursors.last_observed_at, excluded.last_observed_at),
+			pending_event_count = distillation_cursors.pending_event_count + 1,
+			metadata = distillation_cursors.metadata || excluded.metadata, updated_at = now()`,
+		uuid.NewString(), sp.CompanyID, sp.WikiID, sp.ID, scope, scopeKey, iss.ProjectID, meta)
+	if err != nil {
+		return fmt.Errorf("error recording the distillation cursor: %w", err)
+	}
+	return nil
 }

@@ -13,7 +13,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -84,6 +86,9 @@ type Wiki struct {
 	db       *sql.DB
 	cfg      atomic.Pointer[Config]
 	now      func() time.Time
+	// bg is cancelled by Stop: background work (following a query's run) ends with it.
+	bg     context.Context
+	cancel context.CancelFunc
 }
 
 func newWiki() *Wiki {
@@ -92,6 +97,7 @@ func newWiki() *Wiki {
 		panic(err)
 	}
 	w := &Wiki{manifest: m, now: func() time.Time { return time.Now().UTC() }}
+	w.bg, w.cancel = context.WithCancel(context.Background())
 	w.cfg.Store(&Config{})
 	w.cfg.Load().defaults()
 	w.registerTools()
@@ -111,8 +117,62 @@ func (w *Wiki) Configure(ctx context.Context, env *sdk.Env) error {
 	if err != nil {
 		return err
 	}
+	if err := refuseNewerSchema(ctx, db.SQL); err != nil {
+		db.SQL.Close()
+		return err
+	}
 	w.db = db.SQL
 	return nil
+}
+
+// refuseNewerSchema refuses to run on a schema a newer version of the wiki migrated (a
+// downgrade below a schema change): the schema's migration ledger names migrations this
+// build does not have, whose tables and columns it would not keep. The host then keeps the
+// newer version serving (the upgrade route answers 422 upgrade_failed). A downgrade to a
+// version with the same migrations runs.
+func refuseNewerSchema(ctx context.Context, db *sql.DB) error {
+	known := map[string]bool{}
+	entries, err := fs.ReadDir(migrations, "migrations")
+	if err != nil {
+		return fmt.Errorf("error listing the wiki's migrations: %w", err)
+	}
+	for _, e := range entries {
+		known[strings.TrimSuffix(e.Name(), ".up.sql")] = true
+		known[e.Name()] = true
+	}
+	rows, err := db.QueryContext(ctx, `SELECT name FROM schema_migrations WHERE line = $1 ORDER BY name`, pluginKey)
+	if err != nil {
+		return fmt.Errorf("error reading the wiki's migration ledger: %w", err)
+	}
+	defer rows.Close()
+	var unknown []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return fmt.Errorf("error reading the wiki's migration ledger: %w", err)
+		}
+		if !known[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("error reading the wiki's migration ledger: %w", err)
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("the wiki's schema was migrated by a newer version (%s); version %s does not know those "+
+			"migrations, so it refuses to run on that schema: a downgrade below a schema change is refused",
+			strings.Join(unknown, ", "), manifestVersion())
+	}
+	return nil
+}
+
+// manifestVersion is the version of the embedded manifest.
+func manifestVersion() string {
+	var m struct {
+		Version string `json:"version"`
+	}
+	_ = json.Unmarshal(manifestJSON, &m)
+	return m.Version
 }
 
 // OnConfigChange takes a new config without a restart.
@@ -138,8 +198,9 @@ func (w *Wiki) Health(ctx context.Context) error {
 	return w.db.PingContext(ctx)
 }
 
-// Stop closes the database.
+// Stop ends background work and closes the database.
 func (w *Wiki) Stop(context.Context) error {
+	w.cancel()
 	if w.db != nil {
 		return w.db.Close()
 	}

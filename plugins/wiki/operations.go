@@ -289,6 +289,7 @@ func (w *Wiki) startQuery(r *http.Request) (int, any, error) {
 		"querySessionId": op.ID, "issueId": op.Issue.ID, "agentId": op.AgentID, "question": body.Question}); err != nil {
 		sdk.LoggerFrom(ctx).Warn("could not emit query.started", "error", err)
 	}
+	w.followQuery(sp.CompanyID, op.ID, op.Issue.ID)
 	return http.StatusCreated, map[string]any{"status": "running", "wikiId": sp.WikiID, "spaceSlug": sp.Slug, "operationId": op.ID,
 		"querySessionId": op.ID, "issue": op.Issue, "agentId": op.AgentID, "channel": channel}, nil
 }

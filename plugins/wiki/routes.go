@@ -428,6 +428,9 @@ func (w *Wiki) createSpace(r *http.Request) (int, any, error) {
 	if len(settings) == 0 || string(settings) == "null" {
 		settings = json.RawMessage(`{}`)
 	}
+	if err := checkIngestionSettings(settings); err != nil {
+		return 0, nil, err
+	}
 	owner := sdk.ActorFrom(ctx)
 	var ownerUser, ownerAgent any
 	if body.AccessScope == "personal" && owner != nil {
@@ -493,6 +496,9 @@ func (w *Wiki) updateSpace(r *http.Request) (int, any, error) {
 		var m map[string]any
 		if err := json.Unmarshal(body.Settings, &m); err != nil {
 			return 0, nil, sdk.Invalid("settings", "must be an object")
+		}
+		if err := checkIngestionSettings(body.Settings); err != nil {
+			return 0, nil, err
 		}
 		settings = string(body.Settings)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -92,6 +93,7 @@ tool wiki_write_page '"path":"wiki/synthesis/runbook.md","contents":"# Runbook\n
 stale=$(tool wiki_write_page '"path":"wiki/synthesis/runbook.md","contents":"# Stale","expectedHash":"0000000000000000000000000000000000000000000000000000000000000000"')
 protected=$(tool wiki_write_page '"path":"AGENTS.md","contents":"# Mine"')
 found=$(tool wiki_search '"query":"pager rotation"')
+echo "Looking up the pager rotation in the wiki"
 case "$stale" in *"Refusing to overwrite wiki/synthesis/runbook.md: expected hash"*) s=refused;; *) s=written;; esac
 case "$protected" in *"Refusing to overwrite protected wiki control file AGENTS.md"*) p=refused;; *) p=written;; esac
 case "$found" in *"wiki/synthesis/runbook.md"*) f=found;; *) f=missing;; esac
@@ -110,7 +112,7 @@ curl -sS -f -X PATCH -H "$auth" -H "$run" -H "$json" -d '{"status":"done"}' "$SE
 func TestWiki(t *testing.T) {
 	t.Parallel()
 	root := bundledRoot(t)
-	h := sdktest.Start(t, sdktest.Options{Builtins: true, Configure: func(c *host.Config) { c.BundledRoot = root }})
+	h := sdktest.Start(t, sdktest.Options{Builtins: true, Verbose: os.Getenv("WIKI_DEBUG") != "", Configure: func(c *host.Config) { c.BundledRoot = root }})
 	company := h.CreateCompany("Wiki Co")
 
 	var catalog []map[string]any
@@ -396,10 +398,21 @@ func TestWiki(t *testing.T) {
 		require.Equal(t, "blocked", ops.Operations[0]["status"])
 		require.Equal(t, "blocked", ops.Operations[0]["hiddenIssueStatus"])
 
-		// Operation issues are hidden (kept out of search) but reachable by id.
-		iss := ok(t, h.Do("GET", "/api/issues/"+ops.Operations[0]["hiddenIssueId"].(string), nil), http.StatusOK)
+		// Operation issues are hidden (out of the issue list, its count, search and the
+		// dashboard) but reachable by id.
+		hiddenID := ops.Operations[0]["hiddenIssueId"].(string)
+		iss := ok(t, h.Do("GET", "/api/issues/"+hiddenID, nil), http.StatusOK)
 		require.NotNil(t, iss["hiddenAt"])
 		require.Equal(t, maintainer, iss["assigneeAgentId"])
+		for _, path := range []string{"/issues", "/issues?projectId=" + iss["projectId"].(string), "/issues?assigneeAgentId=" + maintainer,
+			"/issues/count?assigneeAgentId=" + maintainer, "/search?q=pager", "/dashboard"} {
+			res := h.Do("GET", "/api/companies/"+company+path, nil)
+			require.Equal(t, http.StatusOK, res.Status, "%s: %s", path, res.Body)
+			require.NotContains(t, string(res.Body), hiddenID, "%s shows the hidden operation issue", path)
+			if strings.HasPrefix(path, "/issues/count") {
+				require.JSONEq(t, `{"count":0}`, string(res.Body))
+			}
+		}
 
 		// The board gives the maintainer a real process adapter and resumes it.
 		ok(t, h.Do("PATCH", "/api/agents/"+maintainer, map[string]any{"adapterType": "process",
@@ -419,7 +432,7 @@ func TestWiki(t *testing.T) {
 		require.NoError(t, err)
 		defer stream.Body.Close()
 		require.Equal(t, http.StatusOK, stream.StatusCode)
-		events := make(chan map[string]any, 10)
+		events := make(chan map[string]any, 1000)
 		go func() {
 			rd := bufio.NewReader(stream.Body)
 			for {
@@ -447,13 +460,35 @@ func TestWiki(t *testing.T) {
 			return false
 		}, "the maintainer to answer the query")
 		require.Equal(t, "done", op["hiddenIssueStatus"])
-		answer := ""
-		for ev := range events {
+		// The stream carries the run's output live (its stdout line, with the run id, read
+		// from the run's events through the agents owner) and the answer.
+		answer, live := "", false
+		deadline := time.After(60 * time.Second)
+	read:
+		for {
+			var ev map[string]any
+			select {
+			case e, open := <-events:
+				if !open {
+					break read
+				}
+				ev = e
+			case <-deadline:
+				break read
+			}
+			if ev["type"] == "agent.event" && ev["stream"] == "stdout" && ev["runId"] != nil &&
+				strings.Contains(fmt.Sprint(ev["message"]), "Looking up the pager rotation") {
+				live = true
+			}
 			if ev["type"] == "query.done" {
 				answer = ev["answer"].(string)
+			}
+			if live && answer != "" {
 				break
 			}
 		}
+		require.True(t, live, "the run's output is streamed live")
+		require.NotEmpty(t, op["runIds"], "the run is recorded on the operation")
 		require.Contains(t, answer, "The pager rotates weekly")
 		require.Contains(t, answer, "stale=refused protected=refused search=found",
 			"the agent's stale write and protected write were refused and its page is searchable")
@@ -469,6 +504,15 @@ func TestWiki(t *testing.T) {
 	})
 
 	t.Run("EventIngestion", func(t *testing.T) {
+		// A second space takes documents only, through its ingestion profile; a profile
+		// that raises the hard cap or names unknown fields is refused.
+		for _, bad := range []map[string]any{{"enabled": true, "maxCharactersPerSource": 50000}, {"enabled": true, "bogus": 1},
+			{"enabled": true, "scope": "selected_projects"}} {
+			res := h.Do("POST", api("/spaces"), map[string]any{"companyId": company, "displayName": "Bad", "settings": map[string]any{"ingestion": bad}})
+			require.Equal(t, http.StatusBadRequest, res.Status, "%v: %s", bad, res.Body)
+		}
+		ok(t, h.Do("POST", api("/spaces"), map[string]any{"companyId": company, "displayName": "Ops", "settings": map[string]any{
+			"ingestion": map[string]any{"enabled": true, "sources": map[string]any{"issues": false, "comments": false}}}}), http.StatusCreated)
 		iss := ok(t, h.Do("POST", "/api/companies/"+company+"/issues", map[string]any{"title": "Migrate the ledger", "description": "Move the ledger to the new cluster."}), http.StatusCreated)
 		ok(t, h.Do("POST", "/api/plugins/"+plugin+"/config", map[string]any{"configJson": map[string]any{"eventIngestion": true, "maxIssueSourceCharacters": 1000}}), http.StatusOK)
 		res := h.Do("POST", "/api/plugins/"+plugin+"/config", map[string]any{"configJson": map[string]any{"maxIssueSourceCharacters": 20000}})
@@ -490,6 +534,44 @@ func TestWiki(t *testing.T) {
 			}
 		}
 		require.True(t, clipped, "sources are clipped to the per-source cap")
+
+		// A document event is captured with the revision's text (read through the work
+		// owner's documents.get, clipped there to the cap).
+		ok(t, h.Do("PUT", "/api/issues/"+iss["id"].(string)+"/documents/plan", map[string]any{"title": "Cutover plan",
+			"body": "Drain the quorum replicas first. " + strings.Repeat("y", 2000)}), http.StatusCreated)
+		var doc string
+		sdktest.WaitFor(t, 30*time.Second, func() bool {
+			found := execTool(t, h, company, "wiki_search", map[string]any{"query": "quorum replicas", "kind": "source"})
+			for _, r := range found.Data["results"].([]any) {
+				if p := r.(map[string]any)["path"].(string); strings.HasPrefix(p, "raw/events/document-") {
+					doc = p
+				}
+			}
+			return doc != ""
+		}, "the document to be captured as a source with its text")
+		b, err := os.ReadFile(filepath.Join(wikiRoot, doc))
+		require.NoError(t, err)
+		require.Contains(t, string(b), "# Document Cutover plan of ")
+		require.Contains(t, string(b), "Drain the quorum replicas first.")
+		require.Contains(t, string(b), "[Clipped at 1000 characters for this source.]")
+		require.Less(t, len(b), 1400, "the document text is clipped to the per-source cap")
+
+		// The Ops space took the document, not the comment.
+		sdktest.WaitFor(t, 30*time.Second, func() bool {
+			found := execTool(t, h, company, "wiki_search", map[string]any{"query": "quorum replicas", "kind": "source", "spaceSlug": "ops"})
+			return strings.Contains(found.Content, "raw/events/document-")
+		}, "the Ops space's profile to take the document")
+		found := execTool(t, h, company, "wiki_search", map[string]any{"query": "cutover friday", "kind": "source", "spaceSlug": "ops"})
+		require.NotContains(t, found.Content, "raw/events/comment-", "the Ops profile takes no comments")
+
+		// Each ingested event is noted on the company's distillation cursor.
+		var pending int
+		var last string
+		require.NoError(t, h.Kernel.Pool.QueryRow(t.Context(), `SELECT c.pending_event_count, c.metadata->>'lastSourceKind'
+			FROM ext_keelhq_llm_wiki.distillation_cursors c JOIN ext_keelhq_llm_wiki.wiki_spaces s ON s.id = c.space_id
+			WHERE c.company_id = $1 AND c.source_scope = 'company' AND s.slug = 'default'`, company).Scan(&pending, &last))
+		require.GreaterOrEqual(t, pending, 2, "the comment and the document at least")
+		require.Equal(t, "issue_document", last)
 	})
 
 	t.Run("UninstallKeepsThenPurges", func(t *testing.T) {
