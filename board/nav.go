@@ -14,6 +14,7 @@ type navItem struct {
 var companyNav = []navItem{
 	{Key: "dashboard", Path: "", Icon: "dashboard", Label: "Dashboard"},
 	{Key: "issues", Path: "/issues", Icon: "issues", Label: "Issues"},
+	{Key: "routines", Path: "/routines", Icon: "routines", Label: "Routines"},
 }
 
 // instanceNav lists the instance's pages (plugins, adapters, settings) below the companies
