@@ -82,3 +82,12 @@ type budgetIncident struct {
 	ResolvedAt     *time.Time `json:"resolvedAt"`
 	CreatedAt      time.Time  `json:"createdAt"`
 }
+
+// budgetAgent is an agent of GET /api/companies/{companyId}/agents with its monthly budget.
+type budgetAgent struct {
+	ID                 string `json:"id"`
+	Name               string `json:"name"`
+	Status             string `json:"status"`
+	BudgetMonthlyCents int64  `json:"budgetMonthlyCents"`
+	SpentMonthlyCents  int64  `json:"spentMonthlyCents"`
+}

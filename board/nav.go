@@ -15,6 +15,7 @@ var companyNav = []navItem{
 	{Key: "dashboard", Path: "", Icon: "dashboard", Label: "Dashboard"},
 	{Key: "issues", Path: "/issues", Icon: "issues", Label: "Issues"},
 	{Key: "routines", Path: "/routines", Icon: "routines", Label: "Routines"},
+	{Key: "costs", Path: "/costs", Icon: "costs", Label: "Costs"},
 }
 
 // instanceNav lists the instance's pages (plugins, adapters, settings) below the companies

@@ -12,4 +12,8 @@ func TestBoardOps(t *testing.T) {
 		t.Parallel()
 		testRoutines(t, h, h.CreateCompany("Routines Co"))
 	})
+	t.Run("Costs", func(t *testing.T) {
+		t.Parallel()
+		testCosts(t, h, h.CreateCompany("Costs Co"))
+	})
 }
