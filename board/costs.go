@@ -127,7 +127,10 @@ func (b *Board) loadCosts(c *fiber.Ctx, companyID string, from, to time.Time) (*
 			return nil
 		})
 	}
-	g.Go(func() error { summaryErr = b.api.callAs(v, "GET", base+"/costs/summary", rng, nil, &d.Summary); return nil })
+	g.Go(func() error {
+		summaryErr = b.api.callAs(v, "GET", base+"/costs/summary", rng, nil, &d.Summary)
+		return nil
+	})
 	part("spend per day", base+"/costs/by-day", url.Values{"from": {d.From}, "to": {d.To}}, &byDay)
 	part("spend by agent", base+"/costs/by-agent", rng, &d.ByAgent)
 	part("spend by provider", base+"/costs/by-provider", rng, &byProviderModel)
@@ -180,8 +183,12 @@ func providerAndModelRows(rows []spendBreakdownRow) (byProvider, byModel []spend
 		sort.SliceStable(out, func(a, b int) bool { return out[a].CostCents > out[b].CostCents })
 		return out
 	}
-	byProvider = sum(func(r spendBreakdownRow) spendBreakdownRow { return spendBreakdownRow{Provider: r.Provider, Biller: r.Biller} })
-	byModel = sum(func(r spendBreakdownRow) spendBreakdownRow { return spendBreakdownRow{Provider: r.Provider, Model: r.Model} })
+	byProvider = sum(func(r spendBreakdownRow) spendBreakdownRow {
+		return spendBreakdownRow{Provider: r.Provider, Biller: r.Biller}
+	})
+	byModel = sum(func(r spendBreakdownRow) spendBreakdownRow {
+		return spendBreakdownRow{Provider: r.Provider, Model: r.Model}
+	})
 	return byProvider, byModel
 }
 
