@@ -52,6 +52,7 @@ func BenchmarkBoardPages(b *testing.B) {
 		{"IssueListFragment", "/c/" + co + "/issues?sortField=priority"},
 		{"IssueDetail", "/c/" + co + "/issues/" + issueID},
 	}
+	pages = append(pages, benchOpsPages(b, h, co)...)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, p := range pages {
 		b.Run(p.name, func(b *testing.B) {
