@@ -96,11 +96,9 @@ func handleByDay(c *Costs, rw http.ResponseWriter, r *http.Request) {
 	sdk.WriteJSON(rw, http.StatusOK, days)
 }
 
-// spendByDay reads the spend of each UTC day from..to (both inclusive, midnights) from the
-// daily rollups: one range read of the daily partition's (company, grain, bucket) key, so
-// its cost follows the days asked for, not the size of the ledger. Days without spend are
-// zeros.
-func (c *Costs) spendByDay(ctx context.Context, companyID string, from, to time.Time, f spendFilter) ([]*daySpend, error) {
+// byDaySQL builds the read of a company's spend per UTC day from..to (midnights, both
+// inclusive) from the daily rollups.
+func byDaySQL(companyID string, from, to time.Time, f spendFilter) (string, []any) {
 	args := []any{companyID, from, to.AddDate(0, 0, 1)}
 	filter := ""
 	if f.AgentID != "" {
@@ -111,10 +109,19 @@ func (c *Costs) spendByDay(ctx context.Context, companyID string, from, to time.
 		args = append(args, f.ProjectID)
 		filter += fmt.Sprintf(" AND project_id = $%d::uuid", len(args))
 	}
-	rows, err := c.pool.Query(ctx, `SELECT bucket, sum(cost_cents)::bigint, sum(input_tokens)::bigint,
-			sum(cached_input_tokens)::bigint, sum(output_tokens)::bigint, sum(event_count)::bigint
-		FROM cost_rollups WHERE company_id = $1 AND grain = 'd' AND bucket >= $2 AND bucket < $3`+filter+`
-		GROUP BY bucket`, args...)
+	return `SELECT bucket, sum(cost_cents)::bigint, sum(input_tokens)::bigint, sum(cached_input_tokens)::bigint,
+			sum(output_tokens)::bigint, sum(event_count)::bigint
+		FROM cost_rollups WHERE company_id = $1 AND grain = 'd' AND bucket >= $2 AND bucket < $3` + filter + `
+		GROUP BY bucket`, args
+}
+
+// spendByDay reads the spend of each UTC day from..to (both inclusive, midnights) from the
+// daily rollups alone (one grouped query on the daily partition, which its (company, grain,
+// bucket) key indexes), so its cost follows the days asked for, not the size of the ledger.
+// Days without spend are zeros.
+func (c *Costs) spendByDay(ctx context.Context, companyID string, from, to time.Time, f spendFilter) ([]*daySpend, error) {
+	q, args := byDaySQL(companyID, from, to, f)
+	rows, err := c.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("error reading daily spend of company %s: %w", companyID, err)
 	}
