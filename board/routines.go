@@ -33,7 +33,7 @@ var (
 	concurrencyPolicies = []string{"coalesce_if_active", "always_enqueue", "skip_if_active"}
 	catchUpPolicies     = []string{"skip_missed", "enqueue_missed_with_cap"}
 	triggerKinds        = []string{"schedule", "webhook", "api"}
-	signingModes        = []string{"bearer", "hmac_sha256", "none"}
+	signingModes        = []string{"bearer", "hmac_sha256", "forge_hmac", "none"}
 )
 
 // routinesData is the routine list page.
