@@ -28,10 +28,18 @@ type apiClient struct {
 // apiLoopback is the remote address of in-process API calls.
 var apiLoopback = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
 
-// apiError is a non-2xx answer of the API: its status and the message of its error body.
+// apiError is a non-2xx answer of the API: its status and the message of its error body,
+// with the body's validation details when it has them.
 type apiError struct {
 	Status  int
 	Message string
+	Details []apiErrorDetail
+}
+
+// apiErrorDetail is one entry of a validation error's details.
+type apiErrorDetail struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("API answered %d: %s", e.Status, e.Message) }
@@ -102,13 +110,14 @@ func (a *apiClient) do(v *visitor, method, path string, query url.Values, body, 
 	resp := fctx.Response.Body()
 	if status < 200 || status > 299 {
 		var e struct {
-			Error string `json:"error"`
+			Error   string           `json:"error"`
+			Details []apiErrorDetail `json:"details"`
 		}
 		_ = json.Unmarshal(resp, &e)
 		if e.Error == "" {
 			e.Error = fasthttp.StatusMessage(status)
 		}
-		return nil, &apiError{Status: status, Message: e.Error}
+		return nil, &apiError{Status: status, Message: e.Error, Details: e.Details}
 	}
 	var cookies []string
 	for _, c := range fctx.Response.Header.PeekAll(fiber.HeaderSetCookie) {

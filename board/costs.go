@@ -216,7 +216,7 @@ func (b *Board) costsWrite(c *fiber.Ctx, writeErr error, done string) error {
 	if !errors.As(writeErr, &ae) {
 		return b.fail(c, nil, writeErr)
 	}
-	return b.costsPageWith(c, ae.Status, "", refusalText(ae))
+	return b.costsPageWith(c, ae.Status, "", refusalWithDetails(ae))
 }
 
 // setCompanyBudget sets the company's monthly budget (PATCH /api/companies/{id}/budgets).

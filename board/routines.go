@@ -138,7 +138,7 @@ func (b *Board) createRoutine(c *fiber.Ctx) error {
 	if lerr != nil {
 		return b.fail(c, l, lerr)
 	}
-	l.Error = "The routine was not created: " + refusalText(ae)
+	l.Error = "The routine was not created: " + refusalWithDetails(ae)
 	return render(c, ae.Status, routinesPage(l, d))
 }
 
@@ -211,7 +211,7 @@ func (b *Board) routineWrite(c *fiber.Ctx, writeErr error, secret *triggerSecret
 	status := http.StatusOK
 	if writeErr != nil {
 		status = ae.Status
-		l.Error = refusalText(ae)
+		l.Error = refusalWithDetails(ae)
 	}
 	d.Secret = secret
 	return render(c, status, routinePage(l, d))
@@ -321,3 +321,21 @@ func strVal(p *string) string {
 }
 
 func isSel(p *string, v string) bool { return p != nil && *p == v }
+
+// refusalWithDetails is refusalText followed by the fields a validation error names, so a
+// refused form says what to fix.
+func refusalWithDetails(ae *apiError) string {
+	s := refusalText(ae)
+	if len(ae.Details) == 0 {
+		return s
+	}
+	parts := make([]string, 0, len(ae.Details))
+	for _, d := range ae.Details {
+		if d.Path != "" {
+			parts = append(parts, d.Path+" "+d.Message)
+		} else {
+			parts = append(parts, d.Message)
+		}
+	}
+	return s + " (" + strings.Join(parts, "; ") + ")"
+}
