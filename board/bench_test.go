@@ -56,6 +56,7 @@ func BenchmarkBoardPages(b *testing.B) {
 		{"Folders", "/c/" + co + "/folders?kind=skill"},
 		{"InstanceSettings", "/instance/settings"},
 	}
+	pages = append(pages, benchOpsPages(b, h, co)...)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, p := range pages {
 		b.Run(p.name, func(b *testing.B) {

@@ -71,6 +71,8 @@ func Mount(cfg Config) *Board {
 	g.Post("/c/:companyId/issues/:issueId", b.updateIssue)
 	g.Post("/c/:companyId/issues/:issueId/comments", b.addComment)
 	b.mountPeople(g)
+	b.mountRoutines(g)
+	b.mountCosts(g)
 	return b
 }
 

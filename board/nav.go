@@ -17,6 +17,8 @@ var companyNav = []navItem{
 	{Key: "skills", Path: "/skills", Icon: "skills", Label: "Skills"},
 	{Key: "folders", Path: "/folders", Icon: "folders", Label: "Folders"},
 	{Key: "members", Path: "/members", Icon: "members", Label: "Members"},
+	{Key: "routines", Path: "/routines", Icon: "routines", Label: "Routines"},
+	{Key: "costs", Path: "/costs", Icon: "costs", Label: "Costs"},
 }
 
 // instanceNav lists the instance's pages (plugins, adapters, settings) below the companies

@@ -57,8 +57,8 @@ func (b *Board) createCompany(c *fiber.Ctx) error {
 	return c.Redirect("/c/"+co.ID, http.StatusSeeOther)
 }
 
-// dashboard shows the snapshot and 14 days of run activity and spend; the spend of each day
-// is the costs summary of that day's range, read in parallel.
+// dashboard shows the snapshot and 14 days of run activity and spend; the two reads (the
+// snapshot and the per-day spend of GET …/costs/by-day) run in parallel.
 func (b *Board) dashboard(c *fiber.Ctx) error {
 	id := c.Params("companyId")
 	l, done, err := b.page(c, "Dashboard", "dashboard", id)
@@ -68,24 +68,17 @@ func (b *Board) dashboard(c *fiber.Ctx) error {
 	v := visitorOf(c)
 	days := lastDays(time.Now(), 14)
 	var s snapshot
-	spend := make([]float64, len(days))
-	spendErr := make([]error, len(days))
+	var byDay []daySpend
+	var spendErr error
 	var g errgroup.Group
 	g.Go(func() error {
 		return b.api.callAs(v, "GET", "/api/companies/"+url.PathEscape(id)+"/dashboard", nil, nil, &s)
 	})
-	for i, d := range days {
-		g.Go(func() error {
-			from, _ := time.Parse(time.DateOnly, d)
-			q := url.Values{"from": {from.Format(time.RFC3339)}, "to": {from.AddDate(0, 0, 1).Format(time.RFC3339)}}
-			var sum struct {
-				SpendCents float64 `json:"spendCents"`
-			}
-			spendErr[i] = b.api.callAs(v, "GET", "/api/companies/"+url.PathEscape(id)+"/costs/summary", q, nil, &sum)
-			spend[i] = sum.SpendCents
-			return nil
-		})
-	}
+	g.Go(func() error {
+		spendErr = b.api.callAs(v, "GET", "/api/companies/"+url.PathEscape(id)+"/costs/by-day",
+			url.Values{"from": {days[0]}, "to": {days[len(days)-1]}}, nil, &byDay)
+		return nil
+	})
 	if err := g.Wait(); err != nil {
 		return b.fail(c, l, err)
 	}
@@ -101,8 +94,8 @@ func (b *Board) dashboard(c *fiber.Ctx) error {
 		{Name: "succeeded", Class: "bar-ok", Values: ok}, {Name: "failed", Class: "bar-bad", Values: failed}, {Name: "other", Class: "bar-other", Values: other},
 	}, formatCount)
 	var spendChart *chart
-	if errors.Join(spendErr...) == nil {
-		spendChart = newChart("spend-chart", "Spend per day", days, []chartSeries{{Name: "spend", Class: "bar-spend", Values: spend}}, formatCents)
+	if spendErr == nil {
+		spendChart = spendPerDayChart("spend-chart", days, byDay)
 	}
 	return render(c, http.StatusOK, dashboardPage(l, &s, runs, spendChart))
 }

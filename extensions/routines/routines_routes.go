@@ -837,6 +837,12 @@ func (x *Routines) detail(ctx context.Context, rt *Routine) (*RoutineDetail, err
 	if t := trigs[rt.ID]; t != nil {
 		d.Triggers = t
 	}
+	for _, t := range d.Triggers {
+		if t.Kind == kindWebhook && t.PublicID != nil {
+			u := x.webhookURL(*t.PublicID)
+			t.WebhookURL = &u
+		}
+	}
 	runs, err := runsOf(ctx, x.pool, rt.ID, recentRunsLimit)
 	if err != nil {
 		return nil, err

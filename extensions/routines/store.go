@@ -157,17 +157,20 @@ var triggerKinds = []string{kindSchedule, kindWebhook, kindAPI}
 
 // Trigger is a row of ext_routines.routine_triggers and its API shape.
 type Trigger struct {
-	ID               string     `json:"id"`
-	CompanyID        string     `json:"companyId"`
-	RoutineID        string     `json:"routineId"`
-	Kind             string     `json:"kind"`
-	Label            *string    `json:"label"`
-	Enabled          bool       `json:"enabled"`
-	CronExpression   *string    `json:"cronExpression"`
-	Timezone         *string    `json:"timezone"`
-	NextRunAt        *time.Time `json:"nextRunAt"`
-	LastFiredAt      *time.Time `json:"lastFiredAt"`
-	PublicID         *string    `json:"publicId"`
+	ID             string     `json:"id"`
+	CompanyID      string     `json:"companyId"`
+	RoutineID      string     `json:"routineId"`
+	Kind           string     `json:"kind"`
+	Label          *string    `json:"label"`
+	Enabled        bool       `json:"enabled"`
+	CronExpression *string    `json:"cronExpression"`
+	Timezone       *string    `json:"timezone"`
+	NextRunAt      *time.Time `json:"nextRunAt"`
+	LastFiredAt    *time.Time `json:"lastFiredAt"`
+	PublicID       *string    `json:"publicId"`
+	// WebhookURL is the public fire URL of a webhook trigger, filled by the single routine
+	// read (the secret is shown only at creation and rotation).
+	WebhookURL       *string    `json:"webhookUrl,omitempty"`
 	SecretID         *string    `json:"secretId"`
 	SigningMode      *string    `json:"signingMode"`
 	ReplayWindowSec  *int       `json:"replayWindowSec"`

@@ -114,6 +114,13 @@ func TestTriggers(t *testing.T) {
 			require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 			require.NotContains(t, string(res.Body), secret, path)
 		}
+		// The routine read shows the webhook's URL (never its secret).
+		var detail struct {
+			Triggers []map[string]any `json:"triggers"`
+		}
+		h.Do("GET", "/api/routines/"+id, nil).JSON(t, &detail)
+		require.Len(t, detail.Triggers, 1)
+		require.Equal(t, url, detail.Triggers[0]["webhookUrl"])
 		e := activityEntries(t, h, f.co, "routine_trigger.created", tr["id"].(string))
 		require.Len(t, e, 1)
 		require.NotContains(t, string(e[0].Details), secret)
