@@ -131,3 +131,24 @@ func (a *apiClient) do(v *visitor, method, path string, query url.Values, body, 
 	}
 	return cookies, nil
 }
+
+// refusalWithDetails is refusalText followed by the fields a validation error names
+// ("Validation error (name: must be 1 to 120 characters)"), so a refused form says what to
+// fix.
+func refusalWithDetails(ae *apiError) string {
+	s := refusalText(ae)
+	parts := make([]string, 0, len(ae.Details))
+	for _, d := range ae.Details {
+		switch {
+		case d.Message == "":
+		case d.Path != "":
+			parts = append(parts, d.Path+": "+d.Message)
+		default:
+			parts = append(parts, d.Message)
+		}
+	}
+	if len(parts) > 0 {
+		s += " (" + strings.Join(parts, "; ") + ")"
+	}
+	return s
+}

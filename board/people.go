@@ -393,34 +393,3 @@ func (b *Board) updateInstanceSetting(c *fiber.Ctx) error {
 	return render(c, ae.Status, settingsPage(l, d))
 }
 
-// refusalWithDetails is refusalText followed by a validation error's details, so "Validation
-// error" says which field was wrong and why. The details are read through their JSON form
-// ([{path, message}]), whatever shape apiError keeps them in.
-func refusalWithDetails(ae *apiError) string {
-	s := refusalText(ae)
-	raw, err := json.Marshal(ae.Details)
-	if err != nil {
-		return s
-	}
-	var ds []struct {
-		Path    string `json:"path"`
-		Message string `json:"message"`
-	}
-	if json.Unmarshal(raw, &ds) != nil {
-		return s
-	}
-	parts := make([]string, 0, len(ds))
-	for _, d := range ds {
-		switch {
-		case d.Message == "":
-		case d.Path != "":
-			parts = append(parts, d.Path+": "+d.Message)
-		default:
-			parts = append(parts, d.Message)
-		}
-	}
-	if len(parts) > 0 {
-		s += " (" + strings.Join(parts, "; ") + ")"
-	}
-	return s
-}

@@ -322,20 +322,3 @@ func strVal(p *string) string {
 
 func isSel(p *string, v string) bool { return p != nil && *p == v }
 
-// refusalWithDetails is refusalText followed by the fields a validation error names, so a
-// refused form says what to fix.
-func refusalWithDetails(ae *apiError) string {
-	s := refusalText(ae)
-	if len(ae.Details) == 0 {
-		return s
-	}
-	parts := make([]string, 0, len(ae.Details))
-	for _, d := range ae.Details {
-		if d.Path != "" {
-			parts = append(parts, d.Path+" "+d.Message)
-		} else {
-			parts = append(parts, d.Message)
-		}
-	}
-	return s + " (" + strings.Join(parts, "; ") + ")"
-}

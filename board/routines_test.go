@@ -62,7 +62,7 @@ func testRoutines(t *testing.T, h *sdktest.Host, co string) {
 	// A bad cron is refused with the API's reason.
 	p = b.post(path+"/triggers", url.Values{"_csrf": {tok}, "kind": {"schedule"}, "cronExpression": {"every day"}})
 	require.Equal(t, http.StatusBadRequest, p.Status, p.Body)
-	require.Contains(t, p.Body, "The change was refused: Validation error (cronExpression ")
+	require.Contains(t, p.Body, "The change was refused: Validation error (cronExpression: ")
 
 	// A webhook trigger: the answer is the page with the URL and the secret, once.
 	p = b.post(path+"/triggers", url.Values{"_csrf": {tok}, "kind": {"webhook"}, "label": {"ci"}, "signingMode": {"bearer"}})
