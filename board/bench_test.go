@@ -43,6 +43,24 @@ func BenchmarkBoardPages(b *testing.B) {
 		res := h.Do("POST", "/api/issues/"+issueID+"/comments", map[string]any{"body": fmt.Sprintf("Comment %d", i)})
 		require.Equal(b, http.StatusCreated, res.Status, "%s", res.Body)
 	}
+	// The inbox's 200 open items (approvals) and 300 cases, through the API.
+	for i := 0; i < 200; i++ {
+		res := h.Do("POST", "/api/companies/"+co+"/approvals", map[string]any{"type": "request_board_approval",
+			"payload": map[string]any{"summary": fmt.Sprintf("Request %d", i)}})
+		require.Equal(b, http.StatusCreated, res.Status, "%s", res.Body)
+	}
+	res := h.Do("PATCH", "/api/instance/settings/experimental", map[string]any{"enableCases": true})
+	require.Equal(b, http.StatusOK, res.Status, "%s", res.Body)
+	waitPlugin(b, h, "cases", "ready")
+	var caseID string
+	for i := 0; i < 300; i++ {
+		res := h.Do("POST", "/api/companies/"+co+"/cases", map[string]any{"caseType": []string{"incident", "review", "audit"}[i%3],
+			"key": fmt.Sprint(i), "title": fmt.Sprintf("Case %d", i), "summary": "Summary of case " + fmt.Sprint(i)})
+		require.Equal(b, http.StatusCreated, res.Status, "%s", res.Body)
+		caseID = res.Map(b)["id"].(string)
+	}
+	res = h.Do("PUT", "/api/cases/"+caseID+"/documents/notes", map[string]any{"title": "Notes", "body": "A passage worth annotating."})
+	require.Equal(b, http.StatusCreated, res.Status, "%s", res.Body)
 	pages := []struct{ name, path string }{
 		{"Companies", "/companies"},
 		{"Dashboard", "/c/" + co},
@@ -51,6 +69,10 @@ func BenchmarkBoardPages(b *testing.B) {
 		{"IssueListLastPage", "/c/" + co + "/issues?limit=50&offset=9950"},
 		{"IssueListFragment", "/c/" + co + "/issues?sortField=priority"},
 		{"IssueDetail", "/c/" + co + "/issues/" + issueID},
+		{"Inbox200", "/c/" + co + "/inbox"},
+		{"CasesList", "/c/" + co + "/cases"},
+		{"CaseDetail", "/c/" + co + "/cases/" + caseID},
+		{"StatusCardsOff", "/c/" + co + "/status-cards"},
 	}
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, p := range pages {

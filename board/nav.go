@@ -8,12 +8,18 @@ type navItem struct {
 	Path  string
 	Icon  string
 	Label string
+	// Badge, when set, is the path (relative to /c/{companyId}) of a count fragment the
+	// link loads after the page (so no page waits for it).
+	Badge string
 }
 
 // companyNav lists the company's pages in the sidebar, in order. Each area adds its line.
 var companyNav = []navItem{
 	{Key: "dashboard", Path: "", Icon: "dashboard", Label: "Dashboard"},
 	{Key: "issues", Path: "/issues", Icon: "issues", Label: "Issues"},
+	{Key: "inbox", Path: "/inbox", Icon: "inbox", Label: "Inbox", Badge: "/inbox/badge"},
+	{Key: "status-cards", Path: "/status-cards", Icon: "cards", Label: "Status cards"},
+	{Key: "cases", Path: "/cases", Icon: "cases", Label: "Cases"},
 }
 
 // instanceNav lists the instance's pages (plugins, adapters, settings) below the companies
