@@ -114,8 +114,8 @@ func TestBoardBinboxRoles(t *testing.T) {
 	// With the flags on, the viewer's writes are refused on the pages.
 	res = h.Do("PATCH", "/api/instance/settings/experimental", map[string]any{"enableStatusCards": true, "enableCases": true}, as...)
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
-	waitPlugin(t, h, "statuscards", "ready")
-	waitPlugin(t, h, "cases", "ready")
+	waitPlugin(t, h, "statuscards", "ready", as...)
+	waitPlugin(t, h, "cases", "ready", as...)
 	p = viewer.post(companyPath+"/status-cards", url.Values{"_csrf": {vtok}, "interestPrompt": {"Anything new?"}})
 	require.Equal(t, http.StatusForbidden, p.Status, p.Body)
 	require.Contains(t, p.Body, "You may not do this")

@@ -29,11 +29,11 @@ func TestBoardBinbox(t *testing.T) {
 	t.Run("Cases", func(t *testing.T) { t.Parallel(); testCases(t, h) })
 }
 
-// waitPlugin waits until an extension reports a status.
-func waitPlugin(t testing.TB, h *sdktest.Host, key, status string) {
+// waitPlugin waits until an extension reports a status (headers authenticate the read).
+func waitPlugin(t testing.TB, h *sdktest.Host, key, status string, headers ...string) {
 	t.Helper()
 	sdktest.WaitFor(t, 2*time.Minute, func() bool {
-		res := h.Do("GET", "/api/plugins/"+key, nil)
+		res := h.Do("GET", "/api/plugins/"+key, nil, headers...)
 		var m map[string]any
 		return res.Status == http.StatusOK && json.Unmarshal(res.Body, &m) == nil && m["status"] == status
 	}, key+" to be "+status)
