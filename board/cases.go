@@ -44,12 +44,14 @@ func (b *Board) mountCases(g fiber.Router) {
 // caseFilters are the case list's query parameters (those of the API, one value each).
 type caseFilters struct {
 	Q, Status, Type, ProjectID, LabelID, Parent string
+	IncludeNoProject, IncludeAncestors          bool
 	Limit                                       int
 }
 
 func caseFiltersFrom(c *fiber.Ctx) caseFilters {
 	f := caseFilters{Q: c.Query("q"), Status: c.Query("status"), Type: c.Query("type"), ProjectID: c.Query("projectId"),
-		LabelID: c.Query("labelId"), Parent: c.Query("parent"), Limit: c.QueryInt("limit", 100)}
+		LabelID: c.Query("labelId"), Parent: c.Query("parent"), Limit: c.QueryInt("limit", 100),
+		IncludeNoProject: c.Query("includeNoProject") == "true", IncludeAncestors: c.Query("includeAncestors") == "true"}
 	if f.Limit < 1 || f.Limit > 200 {
 		f.Limit = 100
 	}
@@ -63,6 +65,12 @@ func (f caseFilters) apiQuery() url.Values {
 		if v != "" {
 			q.Set(k, v)
 		}
+	}
+	if f.IncludeNoProject {
+		q.Set("includeNoProject", "true")
+	}
+	if f.IncludeAncestors {
+		q.Set("includeAncestors", "true")
 	}
 	return q
 }

@@ -21,7 +21,7 @@ func testCases(t *testing.T, h *sdktest.Host) {
 	require.Equal(t, http.StatusOK, p.Status, p.Body)
 	requireSafePage(t, p)
 	require.Contains(t, p.Body, "No cases match.")
-	for _, name := range []string{"q", "status", "type", "projectId", "labelId", "parent", "limit"} {
+	for _, name := range []string{"q", "status", "type", "projectId", "labelId", "parent", "limit", "includeNoProject", "includeAncestors"} {
 		require.Contains(t, p.Body, `name="`+name+`"`, "filter %s", name)
 	}
 	tok := p.csrf(t)

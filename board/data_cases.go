@@ -21,6 +21,8 @@ type caseRow struct {
 	CompletedAt    *time.Time      `json:"completedAt"`
 	CreatedAt      time.Time       `json:"createdAt"`
 	LastActivityAt time.Time       `json:"lastActivityAt"`
+	// MatchesListFilters is false for an ancestor listed only for context (includeAncestors).
+	MatchesListFilters *bool `json:"matchesListFilters"`
 }
 
 // caseDocument is a case document with its latest body.
