@@ -105,11 +105,12 @@ func (b *Board) loadInbox(c *fiber.Ctx, showHidden bool) (*inboxData, error) {
 	_ = g.Wait()
 	for name, err := range errs {
 		var ae *apiError
-		if !errors.As(err, &ae) || ae.Status >= 500 || ae.Status == http.StatusUnauthorized || ae.Status == http.StatusNotFound {
+		if !errors.As(err, &ae) || ae.Status >= 500 || ae.Status == http.StatusUnauthorized {
 			return nil, err
 		}
-		// Join requests are for those who may approve them; the others do not miss them.
-		if name != "join requests" && name != "agents" {
+		// Join requests are for those who may approve them; the others do not miss them. A
+		// part whose owner is not loaded (404) is left out the same way.
+		if name == "approvals" || name == "decisions" {
 			d.Unavailable = append(d.Unavailable, fmt.Sprintf("The %s of this company are not available to you: %s.", name, ae.Message))
 		}
 	}
