@@ -35,6 +35,9 @@ func BenchmarkBoardPages(b *testing.B) {
 			now() - k * interval '1 second', now() - k * interval '1 second'
 		FROM generate_series(1, $2) AS k`, co, n)
 	require.NoError(b, err)
+	// Issues created later (the status cards' generation tasks) number after the seeded ones.
+	_, err = h.Kernel.Pool.Exec(ctx, `UPDATE kernel.companies SET issue_counter = $2 WHERE id = $1`, co, n)
+	require.NoError(b, err)
 	_, err = h.Kernel.Pool.Exec(ctx, `VACUUM ANALYZE ext_work.issues`)
 	require.NoError(b, err)
 	var issueID string
@@ -43,6 +46,34 @@ func BenchmarkBoardPages(b *testing.B) {
 		res := h.Do("POST", "/api/issues/"+issueID+"/comments", map[string]any{"body": fmt.Sprintf("Comment %d", i)})
 		require.Equal(b, http.StatusCreated, res.Status, "%s", res.Body)
 	}
+	// The inbox's 200 open items (approvals) and 300 cases, through the API.
+	var approvalID string
+	for i := 0; i < 200; i++ {
+		res := h.Do("POST", "/api/companies/"+co+"/approvals", map[string]any{"type": "request_board_approval",
+			"payload": map[string]any{"summary": fmt.Sprintf("Request %d", i)}})
+		require.Equal(b, http.StatusCreated, res.Status, "%s", res.Body)
+		approvalID = res.Map(b)["id"].(string)
+	}
+	res := h.Do("PATCH", "/api/instance/settings/experimental", map[string]any{"enableCases": true, "enableStatusCards": true})
+	require.Equal(b, http.StatusOK, res.Status, "%s", res.Body)
+	waitPlugin(b, h, "cases", "ready")
+	waitPlugin(b, h, "statuscards", "ready")
+	// 20 status cards with a summarizer agent of the company.
+	summarizer := h.CreateAgent(co, "Bench Summarizer", "general")
+	for i := 0; i < 20; i++ {
+		res := h.Do("POST", "/api/companies/"+co+"/status-cards", map[string]any{"interestPrompt": fmt.Sprintf("How is area %d doing?", i),
+			"title": fmt.Sprintf("Area %d", i), "agentId": summarizer.ID})
+		require.Equal(b, http.StatusCreated, res.Status, "%s", res.Body)
+	}
+	var caseID string
+	for i := 0; i < 300; i++ {
+		res := h.Do("POST", "/api/companies/"+co+"/cases", map[string]any{"caseType": []string{"incident", "review", "audit"}[i%3],
+			"key": fmt.Sprint(i), "title": fmt.Sprintf("Case %d", i), "summary": "Summary of case " + fmt.Sprint(i)})
+		require.Equal(b, http.StatusCreated, res.Status, "%s", res.Body)
+		caseID = res.Map(b)["id"].(string)
+	}
+	res = h.Do("PUT", "/api/cases/"+caseID+"/documents/notes", map[string]any{"title": "Notes", "body": "A passage worth annotating."})
+	require.Equal(b, http.StatusCreated, res.Status, "%s", res.Body)
 	pages := []struct{ name, path string }{
 		{"Companies", "/companies"},
 		{"Dashboard", "/c/" + co},
@@ -55,6 +86,11 @@ func BenchmarkBoardPages(b *testing.B) {
 		{"Skills", "/c/" + co + "/skills"},
 		{"Folders", "/c/" + co + "/folders?kind=skill"},
 		{"InstanceSettings", "/instance/settings"},
+		{"Inbox200", "/c/" + co + "/inbox"},
+		{"CasesList", "/c/" + co + "/cases"},
+		{"CaseDetail", "/c/" + co + "/cases/" + caseID},
+		{"ApprovalDetail", "/c/" + co + "/approvals/" + approvalID},
+		{"StatusCards", "/c/" + co + "/status-cards"},
 	}
 	pages = append(pages, benchOpsPages(b, h, co)...)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -73,6 +73,9 @@ func Mount(cfg Config) *Board {
 	b.mountPeople(g)
 	b.mountRoutines(g)
 	b.mountCosts(g)
+	b.mountInbox(g)
+	b.mountStatusCards(g)
+	b.mountCases(g)
 	return b
 }
 

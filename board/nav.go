@@ -8,6 +8,9 @@ type navItem struct {
 	Path  string
 	Icon  string
 	Label string
+	// Badge, when set, is the path (relative to /c/{companyId}) of a count fragment the
+	// link loads after the page (so no page waits for it).
+	Badge string
 }
 
 // companyNav lists the company's pages in the sidebar, in order. Each area adds its line.
@@ -19,6 +22,9 @@ var companyNav = []navItem{
 	{Key: "members", Path: "/members", Icon: "members", Label: "Members"},
 	{Key: "routines", Path: "/routines", Icon: "routines", Label: "Routines"},
 	{Key: "costs", Path: "/costs", Icon: "costs", Label: "Costs"},
+	{Key: "inbox", Path: "/inbox", Icon: "inbox", Label: "Inbox", Badge: "/inbox/badge"},
+	{Key: "status-cards", Path: "/status-cards", Icon: "cards", Label: "Status cards"},
+	{Key: "cases", Path: "/cases", Icon: "cases", Label: "Cases"},
 }
 
 // instanceNav lists the instance's pages (plugins, adapters, settings) below the companies

@@ -392,4 +392,3 @@ func (b *Board) updateInstanceSetting(c *fiber.Ctx) error {
 	l.Error = refusalWithDetails(ae)
 	return render(c, ae.Status, settingsPage(l, d))
 }
-

@@ -40,16 +40,6 @@ func (b *browser) api(method, path string, body, out any) int {
 	return res.StatusCode
 }
 
-// signUp makes a board user in authenticated mode and returns its signed-in browser.
-func signUp(t *testing.T, h *sdktest.Host, name, email string) *browser {
-	t.Helper()
-	b := newBrowser(t, h.URL)
-	tok := b.get("/signin").csrf(t)
-	p := b.post("/signup", url.Values{"_csrf": {tok}, "name": {name}, "email": {email}, "password": {"a long enough password"}})
-	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
-	return b
-}
-
 var inviteURL = regexp.MustCompile(`id="invite-url" type="text" readonly value="([^"]+)"`)
 
 // TestBoardPeopleLocal covers the skills, folders, members and instance settings pages as

@@ -321,4 +321,3 @@ func strVal(p *string) string {
 }
 
 func isSel(p *string, v string) bool { return p != nil && *p == v }
-
