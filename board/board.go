@@ -70,6 +70,7 @@ func Mount(cfg Config) *Board {
 	g.Get("/c/:companyId/issues/:issueId/live", b.issueLiveFragment)
 	g.Post("/c/:companyId/issues/:issueId", b.updateIssue)
 	g.Post("/c/:companyId/issues/:issueId/comments", b.addComment)
+	b.mountPlugins(g)
 	return b
 }
 
@@ -123,6 +124,9 @@ func (b *Board) frame(c *fiber.Ctx, title, nav, companyID string) (*layoutData, 
 		if l.Companies[i].ID == companyID {
 			l.Current = &l.Companies[i]
 		}
+	}
+	if companyID != "" {
+		l.ExtNav = b.extensionNav(visitorOf(c), companyID)
 	}
 	if companyID != "" && l.Current == nil {
 		// Not in the list: ask for it, which answers 403 or 404 with the API's message.

@@ -18,4 +18,7 @@ var companyNav = []navItem{
 
 // instanceNav lists the instance's pages (plugins, adapters, settings) below the companies
 // link; the API refuses them to anyone but an instance admin.
-var instanceNav = []navItem{}
+var instanceNav = []navItem{
+	{Key: "plugins", Path: "/instance/plugins", Icon: "plugins", Label: "Plugins"},
+	{Key: "adapters", Path: "/instance/adapters", Icon: "adapters", Label: "Adapters"},
+}
