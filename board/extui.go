@@ -450,3 +450,12 @@ func (b *Board) instanceSettingsSlots(c *fiber.Ctx, p *plugin) []renderedSlot {
 	}
 	return out
 }
+
+// slotsURL is the board path of a place's slots on one page (key=id names its entity).
+func slotsURL(place, companyID, key, id string) string {
+	u := "/c/" + url.PathEscape(companyID) + "/x-slots/" + place
+	if key != "" {
+		u += "?" + url.Values{key: {id}}.Encode()
+	}
+	return u
+}

@@ -34,9 +34,9 @@ func extensionSlots(place, companyID, key, id string) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var2 string
-		templ_7745c5c3_Var2, templ_7745c5c3_Err = templruntime.NewAttributeExpression("/c/" + companyID + "/x-slots/" + place + "?" + key + "=" + id).Resolve(ctx)
+		templ_7745c5c3_Var2, templ_7745c5c3_Err = templruntime.NewAttributeExpression(slotsURL(place, companyID, key, id)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `extui.templ`, Line: 7, Col: 95}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `extui.templ`, Line: 7, Col: 68}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var2)
 		if templ_7745c5c3_Err != nil {
