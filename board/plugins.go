@@ -119,9 +119,7 @@ func (b *Board) installPlugin(c *fiber.Ctx) error {
 		}
 		d := &pluginsData{CSRF: l.CSRF, Installed: map[string]bool{}, Package: stringOf(body["packageName"]), IsPath: body["isLocalPath"] == true,
 			Version: c.FormValue("version")}
-		if lerr := b.loadPlugins(c, d); lerr != nil {
-			return b.fail(c, l, lerr)
-		}
+		_ = b.loadPlugins(c, d) // the refusal is what the page shows
 		l.Error = "The plugin was not installed: " + ae.Message
 		return render(c, ae.Status, pluginsPage(l, d))
 	}
@@ -331,6 +329,17 @@ func (b *Board) configurePlugin(c *fiber.Ctx) error {
 type adaptersData struct {
 	CSRF     string
 	Adapters []adapterType
+	// CanManage is true for an instance admin (the registry is readable by every board
+	// user; its writes are the admin's).
+	CanManage bool
+}
+
+// isInstanceAdmin asks the API whether the visitor is an instance admin.
+func (b *Board) isInstanceAdmin(v *visitor) bool {
+	var me struct {
+		IsInstanceAdmin bool `json:"isInstanceAdmin"`
+	}
+	return b.api.callAs(v, "GET", "/api/cli-auth/me", nil, nil, &me) == nil && me.IsInstanceAdmin
 }
 
 func (b *Board) adaptersPage(c *fiber.Ctx) error {
@@ -346,7 +355,11 @@ func (b *Board) renderAdapters(c *fiber.Ctx, l *layoutData, status int) error {
 		l.Notice = pluginDone[c.Query("done")]
 	}
 	d := &adaptersData{CSRF: l.CSRF}
-	if err := b.api.call(c, "GET", "/api/adapters", nil, nil, &d.Adapters); err != nil {
+	v := visitorOf(c)
+	var g errgroup.Group
+	g.Go(func() error { return b.api.callAs(v, "GET", "/api/adapters", nil, nil, &d.Adapters) })
+	g.Go(func() error { d.CanManage = b.isInstanceAdmin(v); return nil })
+	if err := g.Wait(); err != nil {
 		return b.fail(c, l, err)
 	}
 	return render(c, status, adaptersPage(l, d))
@@ -403,10 +416,11 @@ func (b *Board) adapterAction(c *fiber.Ctx) error {
 
 // adapterData is one adapter type's page: its registry entry and instance config form.
 type adapterData struct {
-	CSRF    string
-	Adapter adapterType
-	HasForm bool
-	Form    *schemaForm
+	CSRF      string
+	Adapter   adapterType
+	HasForm   bool
+	Form      *schemaForm
+	CanManage bool
 }
 
 // loadAdapter reads an adapter type, its config schema and (from the serving extension)
@@ -419,6 +433,7 @@ func (b *Board) loadAdapter(c *fiber.Ctx, posted url.Values, errs map[string]str
 	var g errgroup.Group
 	g.Go(func() error { return b.api.callAs(v, "GET", "/api/adapters/"+typ, nil, nil, &d.Adapter) })
 	g.Go(func() error { return b.api.callAs(v, "GET", "/api/adapters/"+typ+"/config-schema", nil, nil, &sch) })
+	g.Go(func() error { d.CanManage = b.isInstanceAdmin(v); return nil })
 	if err := g.Wait(); err != nil {
 		return nil, nil, nil, err
 	}
