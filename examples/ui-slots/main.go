@@ -46,7 +46,9 @@ type UISlots struct {
 func (u *UISlots) Manifest() *sdk.Manifest { return u.manifest }
 
 // Configure reads the config.
-func (u *UISlots) Configure(ctx context.Context, env *sdk.Env) error { return u.OnConfigChange(ctx, env.Config) }
+func (u *UISlots) Configure(ctx context.Context, env *sdk.Env) error {
+	return u.OnConfigChange(ctx, env.Config)
+}
 
 // OnConfigChange takes a new config without a restart.
 func (u *UISlots) OnConfigChange(_ context.Context, raw json.RawMessage) error {
