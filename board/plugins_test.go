@@ -78,6 +78,16 @@ func TestBoardPlugins(t *testing.T) {
 			`hx-get="/instance/plugins/` + uiID + `/health"`, `href="/instance/plugins"`, `href="/instance/adapters"`} {
 			require.Contains(t, p.Body, want)
 		}
+		// The page reads the light list: manifests cut to displayName and description.
+		var light []map[string]any
+		h.Do("GET", "/api/plugins?manifest=false", nil).JSON(t, &light)
+		for _, e := range light {
+			if e["pluginKey"] == "example.ui_slots" {
+				require.Equal(t, "UI slots (example)", e["manifest"].(map[string]any)["displayName"])
+				require.Len(t, e["manifest"], 2)
+				require.Equal(t, map[string]any{}, e["config"])
+			}
+		}
 		p = newBrowser(t, h.URL).get("/instance/plugins/"+uiID+"/health", "HX-Request", "true")
 		require.Equal(t, http.StatusOK, p.Status, p.Body)
 		require.Contains(t, p.Body, "healthy")
