@@ -75,7 +75,9 @@ func (b *Board) pluginsPage(c *fiber.Ctx) error {
 func (b *Board) loadPlugins(c *fiber.Ctx, d *pluginsData) error {
 	v := visitorOf(c)
 	var g errgroup.Group
-	g.Go(func() error { return b.api.callAs(v, "GET", "/api/plugins", url.Values{"manifest": {"false"}}, nil, &d.Plugins) })
+	g.Go(func() error {
+		return b.api.callAs(v, "GET", "/api/plugins", url.Values{"manifest": {"false"}}, nil, &d.Plugins)
+	})
 	g.Go(func() error { return b.api.callAs(v, "GET", "/api/plugins/examples", nil, nil, &d.Catalog) })
 	if err := g.Wait(); err != nil {
 		return err
