@@ -44,6 +44,12 @@ type apiErrorDetail struct {
 
 func (e *apiError) Error() string { return fmt.Sprintf("API answered %d: %s", e.Status, e.Message) }
 
+// rawAnswer receives a 2xx answer's content type and body undecoded (extension UI fragments).
+type rawAnswer struct {
+	ContentType string
+	Body        []byte
+}
+
 // visitor is the credentials and host of the request being served, read once so calls can
 // run in parallel.
 type visitor struct {
@@ -58,7 +64,7 @@ func visitorOf(c *fiber.Ctx) *visitor {
 }
 
 // call sends one request as the visitor of c and decodes a 2xx JSON answer into out (which
-// may be nil). A non-2xx answer is an *apiError.
+// may be nil; a *rawAnswer receives the body undecoded). A non-2xx answer is an *apiError.
 func (a *apiClient) call(c *fiber.Ctx, method, path string, query url.Values, body, out any) error {
 	_, err := a.do(visitorOf(c), method, path, query, body, out)
 	return err
@@ -122,6 +128,10 @@ func (a *apiClient) do(v *visitor, method, path string, query url.Values, body, 
 	var cookies []string
 	for _, c := range fctx.Response.Header.PeekAll(fiber.HeaderSetCookie) {
 		cookies = append(cookies, string(c))
+	}
+	if raw, ok := out.(*rawAnswer); ok {
+		raw.ContentType, raw.Body = string(fctx.Response.Header.ContentType()), bytes.Clone(resp)
+		return cookies, nil
 	}
 	if out == nil || len(bytes.TrimSpace(resp)) == 0 {
 		return cookies, nil

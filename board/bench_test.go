@@ -22,7 +22,7 @@ import (
 // extension's table, as its own list benchmark does (extensions/work/bench_test.go): a
 // fixture, not a read path.
 func BenchmarkBoardPages(b *testing.B) {
-	h := sdktest.Start(b, sdktest.Options{Builtins: true})
+	h := sdktest.Start(b, sdktest.Options{Builtins: true, ExtensionDirs: []string{sdktest.BuildProcessExtension(b, "../examples/ui-slots")}})
 	waitExtensions(b, h)
 	co := h.CreateCompany("Bench Co")
 	const n = 10_000
@@ -91,6 +91,11 @@ func BenchmarkBoardPages(b *testing.B) {
 		{"CaseDetail", "/c/" + co + "/cases/" + caseID},
 		{"ApprovalDetail", "/c/" + co + "/approvals/" + approvalID},
 		{"StatusCards", "/c/" + co + "/status-cards"},
+		{"Plugins", "/instance/plugins"},
+		{"Plugin", "/instance/plugins/example.ui_slots"},
+		{"Adapters", "/instance/adapters"},
+		{"ExtensionPage", "/c/" + co + "/x/example.ui_slots/home"},
+		{"ExtensionWidgets", "/c/" + co + "/x-slots/company.dashboardWidget"},
 	}
 	pages = append(pages, benchOpsPages(b, h, co)...)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

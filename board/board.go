@@ -76,6 +76,7 @@ func Mount(cfg Config) *Board {
 	b.mountInbox(g)
 	b.mountStatusCards(g)
 	b.mountCases(g)
+	b.mountPlugins(g)
 	return b
 }
 
@@ -129,6 +130,9 @@ func (b *Board) frame(c *fiber.Ctx, title, nav, companyID string) (*layoutData, 
 		if l.Companies[i].ID == companyID {
 			l.Current = &l.Companies[i]
 		}
+	}
+	if companyID != "" {
+		l.ExtNav = b.extensionNav(visitorOf(c), companyID)
 	}
 	if companyID != "" && l.Current == nil {
 		// Not in the list: ask for it, which answers 403 or 404 with the API's message.

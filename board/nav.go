@@ -31,4 +31,6 @@ var companyNav = []navItem{
 // link; the API refuses them to anyone but an instance admin.
 var instanceNav = []navItem{
 	{Key: "instance-settings", Path: "/instance/settings", Icon: "settings", Label: "Instance settings"},
+	{Key: "plugins", Path: "/instance/plugins", Icon: "plugins", Label: "Plugins"},
+	{Key: "adapters", Path: "/instance/adapters", Icon: "adapters", Label: "Adapters"},
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -226,18 +227,51 @@ func (k *Kernel) ExtensionList(ctx context.Context) ([]*ExtensionRecord, error) 
 	return out, rows.Err()
 }
 
+// ExtensionSummaryList is ExtensionList without the weight: each manifest is cut to its
+// displayName and description, and configs are left out (the manifests of the first-party
+// extensions with their schemas are half a megabyte together).
+func (k *Kernel) ExtensionSummaryList(ctx context.Context) ([]*ExtensionRecord, error) {
+	cols := strings.Replace(extensionColumns, "manifest, config,",
+		"jsonb_strip_nulls(jsonb_build_object('displayName', manifest->'displayName', 'description', manifest->'description')), '{}'::jsonb,", 1)
+	rows, err := k.Pool.Query(ctx, `SELECT `+cols+` FROM kernel.extensions WHERE status <> 'uninstalled' ORDER BY install_order`)
+	if err != nil {
+		return nil, fmt.Errorf("error listing extensions: %w", err)
+	}
+	defer rows.Close()
+	out := []*ExtensionRecord{}
+	for rows.Next() {
+		r, err := scanExtension(rows)
+		if err != nil {
+			return nil, fmt.Errorf("error listing extensions: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+type pluginListRequest struct {
+	// Manifest false cuts each manifest to displayName and description and leaves the
+	// configs out (a light list for pages).
+	Manifest *bool `query:"manifest"`
+}
+
 type pluginListEndpoint struct{ k *Kernel }
 
 func (e *pluginListEndpoint) Meta() *EndpointMeta {
-	return &EndpointMeta{Pattern: "GET /api/plugins", Access: AccessInstanceAdmin, Summary: "List installed extensions"}
+	return &EndpointMeta{Pattern: "GET /api/plugins", Access: AccessInstanceAdmin,
+		Summary: "List installed extensions (?manifest=false: manifests cut to displayName and description, no configs)"}
 }
 
-func (e *pluginListEndpoint) Execute(ctx context.Context, _ *struct{}) (*[]*ExtensionRecord, error) {
-	list, err := e.k.ExtensionList(ctx)
+func (e *pluginListEndpoint) Execute(ctx context.Context, req *pluginListRequest) (*[]*ExtensionRecord, error) {
+	list := e.k.ExtensionList
+	if req.Manifest != nil && !*req.Manifest {
+		list = e.k.ExtensionSummaryList
+	}
+	out, err := list(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &list, nil
+	return &out, nil
 }
 
 type pluginRequest struct {
@@ -290,7 +324,7 @@ func (e *pluginHealthEndpoint) Execute(ctx context.Context, req *pluginRequest) 
 
 func (k *Kernel) pluginRoutes() []*Route {
 	return []*Route{
-		Mount[struct{}, []*ExtensionRecord](&pluginListEndpoint{k}),
+		Mount[pluginListRequest, []*ExtensionRecord](&pluginListEndpoint{k}),
 		Mount[pluginRequest, ExtensionRecord](&pluginGetEndpoint{k}),
 		Mount[pluginRequest, ExtensionHealth](&pluginHealthEndpoint{k}),
 	}

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"mime"
 	"net/http"
@@ -37,31 +38,47 @@ func (e *uiContributionsEndpoint) Meta() *EndpointMeta {
 }
 
 func (e *uiContributionsEndpoint) Execute(ctx context.Context, _ *struct{}) (*[]*UIContribution, error) {
-	plugins, err := e.k.pluginsAll(ctx)
+	out, err := e.k.ExtensionUIList(ctx)
 	if err != nil {
-		return nil, err
+		return nil, Internal(err)
 	}
+	return &out, nil
+}
+
+// ExtensionUIList returns the UI contributions of the enabled extensions that have any, in
+// install order. It reads only each manifest's ui and displayName (every page of the board
+// asks, and the whole manifests are large).
+func (k *Kernel) ExtensionUIList(ctx context.Context) ([]*UIContribution, error) {
+	rows, err := k.Pool.Query(ctx, `SELECT id::text, key, version, updated_at, COALESCE(manifest->>'displayName', ''), manifest->'ui'
+		FROM kernel.extensions WHERE status NOT IN ('uninstalled', 'disabled') AND enabled AND manifest ? 'ui' ORDER BY install_order`)
+	if err != nil {
+		return nil, fmt.Errorf("error listing UI contributions: %w", err)
+	}
+	defer rows.Close()
 	out := []*UIContribution{}
-	for _, p := range plugins {
-		ui := p.mf.UI
-		if !p.enabled() || ui == nil || len(ui.Slots)+len(ui.Launchers) == 0 {
+	for rows.Next() {
+		var c UIContribution
+		var raw []byte
+		if err := rows.Scan(&c.PluginID, &c.PluginKey, &c.Version, &c.UpdatedAt, &c.DisplayName, &raw); err != nil {
+			return nil, fmt.Errorf("error listing UI contributions: %w", err)
+		}
+		var ui sdk.UI
+		if json.Unmarshal(raw, &ui) != nil || len(ui.Slots)+len(ui.Launchers) == 0 {
 			continue
 		}
-		name := p.mf.DisplayName
-		if name == "" {
-			name = p.rec.PluginKey
+		if c.DisplayName == "" {
+			c.DisplayName = c.PluginKey
 		}
-		c := &UIContribution{PluginID: p.rec.ID, PluginKey: p.rec.PluginKey, DisplayName: name, Version: p.rec.Version,
-			UpdatedAt: p.rec.UpdatedAt, UIBaseURL: "/api/plugins/" + p.rec.ID + "/ui/", Slots: ui.Slots, Launchers: ui.Launchers}
+		c.UIBaseURL, c.Slots, c.Launchers = "/api/plugins/"+c.PluginID+"/ui/", ui.Slots, ui.Launchers
 		if c.Slots == nil {
 			c.Slots = []sdk.UISlot{}
 		}
 		if c.Launchers == nil {
 			c.Launchers = []sdk.UILauncher{}
 		}
-		out = append(out, c)
+		out = append(out, &c)
 	}
-	return &out, nil
+	return out, rows.Err()
 }
 
 // uiAssetMaxDepth is how many path segments a UI asset may have below ui/.

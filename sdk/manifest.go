@@ -271,12 +271,25 @@ type UI struct {
 	Launchers []UILauncher `json:"launchers,omitempty"`
 }
 
-// UISlot is one UI contribution.
+// UISlot is one UI contribution. It is rendered either by a script (Entry, for clients
+// that run extension JavaScript) or, on keel's board, by one of the extension's own GET
+// routes answering an HTML fragment (Route), which the board sanitises and places in the
+// slot. A slot needs at least one of the two.
 type UISlot struct {
-	// Slot is the place in the UI, such as company.sidebar.
+	// Slot is the place in the UI: company.sidebar, company.page, company.dashboardWidget,
+	// company.settingsPage, issue.detailTab, agent.detailTab or instance.settingsPage (the
+	// reference's names, such as page or detailTab, are kept as they are).
 	Slot string `json:"slot"`
+	// ID names the slot within the extension; the board's page of a page slot is
+	// /c/{companyId}/x/{extensionKey}/{id}. Default: the slot's position in the list.
+	ID string `json:"id,omitempty" jsonschema:"pattern=^[a-z0-9][a-z0-9_-]*$"`
 	// Entry is the script that renders it, relative to the package's ui/ directory.
-	Entry string `json:"entry"`
+	Entry string `json:"entry,omitempty"`
+	// Route is the path of one of the extension's own GET routes that answers the slot as an
+	// HTML fragment (Content-Type text/html), with {companyId}, {issueId}, {agentId} or
+	// {userId} placeholders (and an optional query, such as ?companyId={companyId}), filled
+	// in by the board for the page it renders the slot on.
+	Route string `json:"route,omitempty"`
 	// Role is the minimum role that sees it.
 	Role string `json:"role,omitempty"`
 	// DisplayName is the slot's title.
@@ -464,9 +477,23 @@ func (m *Manifest) validateFeatures() error {
 		}
 	}
 	if m.UI != nil {
-		for _, s := range m.UI.Slots {
-			if !relativeClean(s.Entry) {
+		ids := map[string]bool{}
+		for i, s := range m.UI.Slots {
+			if s.Entry == "" && s.Route == "" {
+				return fmt.Errorf("invalid manifest %s: UI slot %q needs an entry or a route", m.Key, s.Slot)
+			}
+			if s.Entry != "" && !relativeClean(s.Entry) {
 				return fmt.Errorf("invalid manifest %s: UI slot %q entry %q must be a relative path inside ui/", m.Key, s.Slot, s.Entry)
+			}
+			id := s.SlotID(i)
+			if ids[id] {
+				return fmt.Errorf("invalid manifest %s: UI slot id %q is repeated", m.Key, id)
+			}
+			ids[id] = true
+			if s.Route != "" {
+				if err := m.validateSlotRoute(s); err != nil {
+					return err
+				}
 			}
 		}
 		launchers := map[string]bool{}

@@ -24,6 +24,7 @@ const apiPrefix = "/api/plugins/" + pluginKey + "/api"
 // HTTPHandler serves the manifest routes.
 func (w *Wiki) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
+	w.mountUI(mux) // the board's HTML fragments (ui.go)
 	handle := func(pattern string, fn func(r *http.Request) (int, any, error)) {
 		method, p, _ := strings.Cut(pattern, " ")
 		mux.HandleFunc(method+" "+apiPrefix+p, func(rw http.ResponseWriter, r *http.Request) {
