@@ -14,6 +14,7 @@ type navItem struct {
 var companyNav = []navItem{
 	{Key: "dashboard", Path: "", Icon: "dashboard", Label: "Dashboard"},
 	{Key: "issues", Path: "/issues", Icon: "issues", Label: "Issues"},
+	{Key: "activity", Path: "/activity", Icon: "activity", Label: "Activity"},
 }
 
 // instanceNav lists the instance's pages (plugins, adapters, settings) below the companies
