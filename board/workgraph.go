@@ -390,7 +390,7 @@ func (a *apiClient) sendRaw(v *visitor, method, path, contentType string, body [
 
 // documentKeyOK says whether a document key is one the API may accept (it checks the rest).
 func documentKeyOK(key string) bool {
-	return key != "" && len(key) <= 100 && !strings.ContainsAny(key, "/?#")
+	return key != "" && len(key) <= 64 && !strings.ContainsAny(key, "/?#")
 }
 
 // createDocument creates a document of the issue through PUT /api/issues/{id}/documents/{key}
@@ -398,7 +398,7 @@ func documentKeyOK(key string) bool {
 func (b *Board) createDocument(c *fiber.Ctx) error {
 	key := strings.TrimSpace(c.FormValue("key"))
 	if !documentKeyOK(key) {
-		return b.afterWrite(c, &apiError{Status: http.StatusBadRequest, Message: "A document needs a key: letters, digits, - or _ (like plan)."}, false)
+		return b.afterWrite(c, &apiError{Status: http.StatusBadRequest, Message: "A document needs a key: lowercase letters, digits, - or _ (like plan)."}, false)
 	}
 	body := map[string]any{"format": "markdown", "body": strings.ReplaceAll(c.FormValue("body"), "\r\n", "\n")}
 	if t := strings.TrimSpace(c.FormValue("title")); t != "" {
