@@ -24,8 +24,11 @@
     return (doc.body.textContent || "").trim();
   }
 
-  function refuse(card, origin, next, message) {
-    origin.insertBefore(card, next && next.parentNode === origin ? next : null);
+  // refused keeps each refused card's message, so a live refresh of the columns (which
+  // replaces the cards) shows it again while the card stays where it was put back.
+  var refused = {};
+
+  function mark(card, message) {
     card.classList.add("refused");
     var note = card.querySelector(".card-error");
     if (!note) {
@@ -35,8 +38,25 @@
       card.appendChild(note);
     }
     note.textContent = message;
+  }
+
+  function refuse(card, origin, next, message) {
+    origin.insertBefore(card, next && next.parentNode === origin ? next : null);
+    refused[card.getAttribute("data-issue")] = { message: message, status: card.getAttribute("data-status") };
+    mark(card, message);
     announce(message);
   }
+
+  document.addEventListener("htmx:load", function () {
+    Object.keys(refused).forEach(function (id) {
+      var card = document.getElementById("card-" + id);
+      if (card && card.getAttribute("data-status") === refused[id].status) {
+        mark(card, refused[id].message);
+      } else {
+        delete refused[id];
+      }
+    });
+  });
 
   function move(card, list, origin, next) {
     var status = list.getAttribute("data-status");
@@ -44,6 +64,7 @@
       return;
     }
     list.insertBefore(card, list.firstChild);
+    delete refused[card.getAttribute("data-issue")];
     card.classList.remove("refused");
     var old = card.querySelector(".card-error");
     if (old) {
