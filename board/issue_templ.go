@@ -2199,7 +2199,7 @@ func issueEditForms(d *issueData) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 208, "\"><div class=\"field\"><label for=\"d-key\">Key (like plan)</label> <input id=\"d-key\" name=\"key\" type=\"text\" required maxlength=\"100\" pattern=\"[A-Za-z0-9_\\-]+\"></div><div class=\"field\"><label for=\"d-title\">Title</label> <input id=\"d-title\" name=\"title\" type=\"text\" maxlength=\"500\"></div><div class=\"field wide\"><label for=\"d-body\">Body (markdown)</label> <textarea id=\"d-body\" name=\"body\"></textarea></div><div class=\"field wide\"><button type=\"submit\">Create document</button></div></form></details><form method=\"post\" action=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 208, "\"><div class=\"field\"><label for=\"d-key\">Key (lowercase letters, digits, - or _; like plan)</label> <input id=\"d-key\" name=\"key\" type=\"text\" required maxlength=\"64\" pattern=\"[a-z0-9][a-z0-9_\\-]*\"></div><div class=\"field\"><label for=\"d-title\">Title</label> <input id=\"d-title\" name=\"title\" type=\"text\" maxlength=\"500\"></div><div class=\"field wide\"><label for=\"d-body\">Body (markdown)</label> <textarea id=\"d-body\" name=\"body\"></textarea></div><div class=\"field wide\"><button type=\"submit\">Create document</button></div></form></details><form method=\"post\" action=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
