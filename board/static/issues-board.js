@@ -41,8 +41,15 @@
   }
 
   function refuse(card, origin, next, message) {
-    origin.insertBefore(card, next && next.parentNode === origin ? next : null);
-    refused[card.getAttribute("data-issue")] = { message: message, status: card.getAttribute("data-status") };
+    var id = card.getAttribute("data-issue");
+    refused[id] = { message: message, status: card.getAttribute("data-status") };
+    if (document.body.contains(origin)) {
+      origin.insertBefore(card, next && next.parentNode === origin ? next : null);
+    } else {
+      // A live refresh replaced the columns while the move was on its way: the fresh card
+      // is already where the server has it.
+      card = document.getElementById("card-" + id) || card;
+    }
     mark(card, message);
     announce(message);
   }
