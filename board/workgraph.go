@@ -749,3 +749,23 @@ func revisionAuthor(r documentRevision) string {
 	}
 	return "system"
 }
+
+// activityEntityLabel names an entry's entity: its identifier, title or name from the
+// entry's details when it carries one, else its type and short id.
+func activityEntityLabel(e activityItem) string {
+	var d struct {
+		Identifier string `json:"identifier"`
+		Title      string `json:"title"`
+		Name       string `json:"name"`
+	}
+	_ = json.Unmarshal(e.Details, &d)
+	switch {
+	case d.Identifier != "":
+		return e.EntityType + " " + d.Identifier
+	case d.Title != "":
+		return e.EntityType + " " + d.Title
+	case d.Name != "":
+		return e.EntityType + " " + d.Name
+	}
+	return e.EntityType + " " + shortID(e.EntityID)
+}
