@@ -19,8 +19,8 @@ import (
 // p50 and p99 of the server's render time (the Server-Timing header: from the board
 // receiving the request to the page written, every in-process API call included) and of the
 // whole round trip on loopback. The issues are seeded with SQL straight into the work
-// extension's table, as its own list benchmark does (extensions/work/bench_test.go): a
-// fixture, not a read path.
+// extension's table, as its own list benchmark does (extensions/work/bench_test.go), with one
+// activity entry each: a fixture, not a read path.
 func BenchmarkBoardPages(b *testing.B) {
 	h := sdktest.Start(b, sdktest.Options{Builtins: true, ExtensionDirs: []string{sdktest.BuildProcessExtension(b, "../examples/ui-slots")}})
 	waitExtensions(b, h)
@@ -39,6 +39,15 @@ func BenchmarkBoardPages(b *testing.B) {
 	_, err = h.Kernel.Pool.Exec(ctx, `UPDATE kernel.companies SET issue_counter = $2 WHERE id = $1`, co, n)
 	require.NoError(b, err)
 	_, err = h.Kernel.Pool.Exec(ctx, `VACUUM ANALYZE ext_work.issues`)
+	require.NoError(b, err)
+	// One created entry per issue in the activity log, for the activity feed (a fixture too).
+	_, err = h.Kernel.Pool.Exec(ctx, `INSERT INTO kernel.activity_log (id, company_id, actor_type, actor_id, action,
+			entity_type, entity_id, details, created_at)
+		SELECT gen_random_uuid(), company_id, 'user', 'local-board', 'issue.created', 'issue', id::text,
+			jsonb_build_object('identifier', identifier), created_at
+		FROM ext_work.issues WHERE company_id = $1`, co)
+	require.NoError(b, err)
+	_, err = h.Kernel.Pool.Exec(ctx, `ANALYZE kernel.activity_log`)
 	require.NoError(b, err)
 	var issueID string
 	require.NoError(b, h.Kernel.Pool.QueryRow(ctx, `SELECT id::text FROM ext_work.issues WHERE company_id = $1 AND issue_number = 1`, co).Scan(&issueID))
@@ -96,6 +105,10 @@ func BenchmarkBoardPages(b *testing.B) {
 		{"Adapters", "/instance/adapters"},
 		{"ExtensionPage", "/c/" + co + "/x/example.ui_slots/home"},
 		{"ExtensionWidgets", "/c/" + co + "/x-slots/company.dashboardWidget"},
+		{"IssueBoard", "/c/" + co + "/issues/board"},
+		{"IssueBoardSearch", "/c/" + co + "/issues/board?q=billing"},
+		{"Activity", "/c/" + co + "/activity"},
+		{"ActivityIssues", "/c/" + co + "/activity?entityType=issue"},
 	}
 	pages = append(pages, benchOpsPages(b, h, co)...)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -65,6 +65,7 @@ func Mount(cfg Config) *Board {
 	g.Get("/companies", b.companies)
 	g.Post("/companies", b.createCompany)
 	g.Get("/c/:companyId", b.dashboard)
+	b.mountWorkGraph(g)
 	g.Get("/c/:companyId/issues", b.issues)
 	g.Get("/c/:companyId/issues/:issueId", b.issue)
 	g.Get("/c/:companyId/issues/:issueId/live", b.issueLiveFragment)

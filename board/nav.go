@@ -25,6 +25,7 @@ var companyNav = []navItem{
 	{Key: "inbox", Path: "/inbox", Icon: "inbox", Label: "Inbox", Badge: "/inbox/badge"},
 	{Key: "status-cards", Path: "/status-cards", Icon: "cards", Label: "Status cards"},
 	{Key: "cases", Path: "/cases", Icon: "cases", Label: "Cases"},
+	{Key: "activity", Path: "/activity", Icon: "activity", Label: "Activity"},
 }
 
 // instanceNav lists the instance's pages (plugins, adapters, settings) below the companies

@@ -167,11 +167,18 @@ func (f issueFilters) apiQuery() url.Values {
 }
 
 // issues is the issue list page, or its list fragment for htmx.
-func (b *Board) issues(c *fiber.Ctx) error {
+func (b *Board) issues(c *fiber.Ctx) error { return b.issuesWith(c, nil) }
+
+// issuesWith is the issue list page; form is the new-issue form the API refused, shown
+// open with its values and the refusal.
+func (b *Board) issuesWith(c *fiber.Ctx, form *newIssueForm) error {
 	id := c.Params("companyId")
 	f := issueFiltersFrom(c)
 	base := "/c/" + id + "/issues"
-	d := &issueListData{CompanyID: id, Filters: f, SelfURL: base + "?" + f.values(f.Offset).Encode()}
+	d := &issueListData{CompanyID: id, Filters: f, SelfURL: base + "?" + f.values(f.Offset).Encode(), CSRF: csrfOf(c), NewIssue: form}
+	if form == nil {
+		d.NewIssue = &newIssueForm{Values: url.Values{}}
+	}
 	v := visitorOf(c)
 	companyPath := "/api/companies/" + url.PathEscape(id)
 	fragment := isFragment(c)
@@ -194,18 +201,7 @@ func (b *Board) issues(c *fiber.Ctx) error {
 		return nil
 	})
 	if !fragment {
-		g.Go(func() error {
-			_ = b.api.callAs(v, "GET", companyPath+"/projects", nil, nil, &d.Projects)
-			return nil
-		})
-		g.Go(func() error {
-			_ = b.api.callAs(v, "GET", companyPath+"/goals", nil, nil, &d.Goals)
-			return nil
-		})
-		g.Go(func() error {
-			_ = b.api.callAs(v, "GET", companyPath+"/labels", nil, nil, &d.Labels)
-			return nil
-		})
+		b.loadIssueFilterOptions(&g, v, companyPath, d)
 	}
 	var frameErr error
 	var frameDone bool
@@ -241,6 +237,9 @@ func (b *Board) issues(c *fiber.Ctx) error {
 	if fragment {
 		return render(c, status, issueList(d))
 	}
+	if form != nil && form.Status != 0 {
+		status = form.Status
+	}
 	return render(c, status, issuesPage(l, d))
 }
 
@@ -248,7 +247,7 @@ func (b *Board) issues(c *fiber.Ctx) error {
 // with 403 are named in Unavailable; the issue itself must load.
 func (b *Board) loadIssue(c *fiber.Ctx) (*issueData, error) {
 	companyID, issueID := c.Params("companyId"), c.Params("issueId")
-	d := &issueData{CompanyID: companyID, CSRF: csrfOf(c), Issue: &issue{}}
+	d := &issueData{CompanyID: companyID, CSRF: csrfOf(c), Issue: &issueDetail{}}
 	v := visitorOf(c)
 	issuePath := "/api/issues/" + url.PathEscape(issueID)
 	var issueErr error
@@ -270,7 +269,14 @@ func (b *Board) loadIssue(c *fiber.Ctx) (*issueData, error) {
 	}
 	part("comments", issuePath+"/comments", url.Values{"limit": {"500"}}, &d.Comments)
 	part("documents", issuePath+"/documents", nil, &d.Documents)
-	part("agents", "/api/companies/"+url.PathEscape(companyID)+"/agents", nil, &d.Agents)
+	companyPath := "/api/companies/" + url.PathEscape(companyID)
+	part("agents", companyPath+"/agents", nil, &d.Agents)
+	part("work products", issuePath+"/work-products", nil, &d.WorkProducts)
+	part("attachments", issuePath+"/attachments", nil, &d.Attachments)
+	part("sub-issues", companyPath+"/issues", url.Values{"parentId": {issueID}, "limit": {"100"}, "sortField": {"createdAt"}, "sortDir": {"asc"}}, &d.Children)
+	part("projects", companyPath+"/projects", nil, &d.Projects)
+	part("goals", companyPath+"/goals", nil, &d.Goals)
+	part("labels", companyPath+"/labels", nil, &d.Labels)
 	part("runs", "/api/companies/"+url.PathEscape(companyID)+"/activity",
 		url.Values{"entityType": {"issue"}, "entityId": {issueID}, "limit": {"500"}}, &activity)
 	_ = g.Wait()
@@ -292,7 +298,7 @@ func (b *Board) loadIssue(c *fiber.Ctx) (*issueData, error) {
 	sort.Strings(names)
 	d.Unavailable = names
 	d.AgentName = agentNames(d.Agents)
-	d.Runs = b.issueRuns(v, d.Issue, activity)
+	d.Runs = b.issueRuns(v, &d.Issue.issue, activity)
 	return d, nil
 }
 
