@@ -50,7 +50,7 @@ func visitorOf(c *fiber.Ctx) *visitor {
 }
 
 // call sends one request as the visitor of c and decodes a 2xx JSON answer into out (which
-// may be nil). A non-2xx answer is an *apiError.
+// may be nil; a *[]byte gets the body as it is). A non-2xx answer is an *apiError.
 func (a *apiClient) call(c *fiber.Ctx, method, path string, query url.Values, body, out any) error {
 	_, err := a.do(visitorOf(c), method, path, query, body, out)
 	return err
@@ -113,6 +113,11 @@ func (a *apiClient) do(v *visitor, method, path string, query url.Values, body, 
 	var cookies []string
 	for _, c := range fctx.Response.Header.PeekAll(fiber.HeaderSetCookie) {
 		cookies = append(cookies, string(c))
+	}
+	if raw, ok := out.(*[]byte); ok {
+		// A text answer (a run's log) is handed over as it is.
+		*raw = append((*raw)[:0], resp...)
+		return cookies, nil
 	}
 	if out == nil || len(bytes.TrimSpace(resp)) == 0 {
 		return cookies, nil

@@ -70,6 +70,7 @@ func Mount(cfg Config) *Board {
 	g.Get("/c/:companyId/issues/:issueId/live", b.issueLiveFragment)
 	g.Post("/c/:companyId/issues/:issueId", b.updateIssue)
 	g.Post("/c/:companyId/issues/:issueId/comments", b.addComment)
+	b.mountAgents(g)
 	return b
 }
 

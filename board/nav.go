@@ -14,6 +14,8 @@ type navItem struct {
 var companyNav = []navItem{
 	{Key: "dashboard", Path: "", Icon: "dashboard", Label: "Dashboard"},
 	{Key: "issues", Path: "/issues", Icon: "issues", Label: "Issues"},
+	{Key: "agents", Path: "/agents", Icon: "agents", Label: "Agents"},
+	{Key: "runs", Path: "/runs", Icon: "runs", Label: "Runs"},
 }
 
 // instanceNav lists the instance's pages (plugins, adapters, settings) below the companies
