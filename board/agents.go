@@ -439,40 +439,101 @@ func (b *Board) revokeAgentKey(c *fiber.Ctx) error {
 }
 
 // configForm is the agent's adapter config form: generated from the adapter type's config
-// schema when it has one, otherwise the config as a JSON object.
+// schema (GET /api/adapters/{type}/config-schema) when it has one with properties,
+// otherwise the config as a JSON object.
 type configForm struct {
+	// Schema is the adapter config schema; nil when the type has none (the JSON form).
+	Schema *formSchema
+	// Form is the generated form (with per-field errors after a refused post).
+	Form *schemaForm
 	// JSON is the adapter config as indented JSON (the fallback form's text).
 	JSON string
+	// Current is the agent's config as it is.
+	Current map[string]any
 	// Redacted is true when the API withheld the config from the visitor.
 	Redacted bool
 }
 
+// configPrefix prefixes the generated config form's field names and ids.
+const configPrefix = "cfg"
+
 // loadConfigForm prepares the adapter config form of an agent.
-func (b *Board) loadConfigForm(_ *visitor, a *agentFull) *configForm {
+func (b *Board) loadConfigForm(v *visitor, a *agentFull) *configForm {
 	f := &configForm{Redacted: a.ConfigRedacted}
-	var v any
-	if len(a.AdapterConfig) > 0 && json.Unmarshal(a.AdapterConfig, &v) == nil {
-		if out, err := json.MarshalIndent(v, "", "  "); err == nil {
-			f.JSON = string(out)
-		}
+	if len(a.AdapterConfig) > 0 {
+		_ = json.Unmarshal(a.AdapterConfig, &f.Current)
 	}
-	if f.JSON == "" || f.JSON == "null" {
-		f.JSON = "{}"
+	if f.Current == nil {
+		f.Current = map[string]any{}
+	}
+	if out, err := json.MarshalIndent(f.Current, "", "  "); err == nil {
+		f.JSON = string(out)
+	}
+	var sch struct {
+		AdapterConfigSchema json.RawMessage `json:"adapterConfigSchema"`
+	}
+	if b.api.callAs(v, "GET", "/api/adapters/"+url.PathEscape(a.AdapterType)+"/config-schema", nil, nil, &sch) != nil {
+		return f
+	}
+	if s, err := parseFormSchema(sch.AdapterConfigSchema); err == nil && len(s.Properties) > 0 {
+		f.Schema = s
+		f.Form = newSchemaForm(s, configPrefix, f.Current, nil, nil)
 	}
 	return f
 }
 
-// saveAgentConfig replaces the agent's adapter config through PATCH /api/agents/{id}.
+// postedForm is the request's urlencoded form.
+func postedForm(c *fiber.Ctx) url.Values {
+	form := url.Values{}
+	c.Request().PostArgs().VisitAll(func(k, v []byte) { form.Add(string(k), string(v)) })
+	return form
+}
+
+// saveAgentConfig replaces the agent's adapter config through PATCH /api/agents/{id}: from
+// the generated form (keys the schema does not name are kept as they are; a field left
+// empty is removed) or from the JSON text. A field the form refuses is shown beside it,
+// the API's refusal above the form.
 func (b *Board) saveAgentConfig(c *fiber.Ctx) error {
 	var cfg map[string]any
-	raw := c.FormValue("adapterConfig")
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil || cfg == nil {
-		return b.agentRefused(c, &apiError{Status: http.StatusBadRequest, Message: "adapterConfig must be a JSON object"},
-			func(d *agentData) { d.Config.JSON = raw })
+	keep := func(*agentData) {}
+	if c.FormValue("_mode") == "schema" {
+		var ag agentFull
+		if err := b.api.call(c, "GET", "/api/agents/"+url.PathEscape(c.Params("agentId")), nil, nil, &ag); err != nil {
+			return b.agentRefused(c, err, nil)
+		}
+		cf := b.loadConfigForm(visitorOf(c), &ag)
+		if cf.Schema == nil {
+			return b.agentRefused(c, &apiError{Status: http.StatusConflict, Message: "the adapter's config schema changed; reload the page"}, nil)
+		}
+		posted := postedForm(c)
+		parsed, errs := parseSchemaForm(cf.Schema, configPrefix, posted, cf.Current)
+		keep = func(d *agentData) {
+			if d.Config.Schema != nil {
+				d.Config.Form = newSchemaForm(d.Config.Schema, configPrefix, d.Config.Current, posted, errs)
+			}
+		}
+		if len(errs) > 0 {
+			return b.agentRefused(c, &apiError{Status: http.StatusBadRequest, Message: "some configuration fields need attention"}, keep)
+		}
+		cfg = make(map[string]any, len(cf.Current))
+		for k, v := range cf.Current {
+			if _, named := cf.Schema.Properties[k]; !named {
+				cfg[k] = v
+			}
+		}
+		for k, v := range parsed {
+			cfg[k] = v
+		}
+	} else {
+		raw := c.FormValue("adapterConfig")
+		keep = func(d *agentData) { d.Config.JSON = raw }
+		if err := json.Unmarshal([]byte(raw), &cfg); err != nil || cfg == nil {
+			return b.agentRefused(c, &apiError{Status: http.StatusBadRequest, Message: "adapterConfig must be a JSON object"}, keep)
+		}
 	}
 	body := map[string]any{"adapterConfig": cfg, "replaceAdapterConfig": true}
 	if err := b.api.call(c, "PATCH", "/api/agents/"+url.PathEscape(c.Params("agentId")), nil, body, nil); err != nil {
-		return b.agentRefused(c, err, func(d *agentData) { d.Config.JSON = raw })
+		return b.agentRefused(c, err, keep)
 	}
 	return c.Redirect("/c/"+c.Params("companyId")+"/agents/"+c.Params("agentId")+"?ok=config", http.StatusSeeOther)
 }

@@ -92,7 +92,7 @@ func TestBoardAgents(t *testing.T) {
 		require.Equal(t, http.StatusOK, p.Status, p.Body)
 		requireSafePage(t, p)
 		for _, want := range []string{"Writable", "Adapter configuration", "Runs", "API keys", "Permissions", "Budget",
-			`action="` + path + `/pause"`, `action="` + path + `/wake"`, "/bin/true"} {
+			`action="` + path + `/pause"`, `action="` + path + `/wake"`, `value="/bin/true"`} {
 			require.Contains(t, p.Body, want)
 		}
 		tok := p.csrf(t)
@@ -126,7 +126,32 @@ func TestBoardAgents(t *testing.T) {
 		require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
 		require.Equal(t, false, agent()["permissions"].(map[string]any)["canCreateAgents"])
 
-		// Adapter config: the API's refusal is shown; a good config is saved.
+		// Adapter config, the form generated from the process adapter's schema: a field the
+		// form refuses is shown beside it; a good post is saved, keys the schema does not
+		// name are kept and an emptied field is removed.
+		res := h.Do("PATCH", "/api/agents/"+id, map[string]any{"adapterConfig": map[string]any{"command": "/bin/true",
+			"cwd": "/tmp", "promptTemplate": "kept"}, "replaceAdapterConfig": true})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		p = b.get(path)
+		for _, want := range []string{`name="_mode" value="schema"`, `name="cfg.command"`, `name="cfg.args"`, `name="cfg.timeoutSec"`,
+			`name="cfg.cwd"`, "The executable to run"} {
+			require.Contains(t, p.Body, want)
+		}
+		p = b.post(path+"/config", url.Values{"_csrf": {tok}, "_mode": {"schema"}, "cfg.command": {"/bin/echo"}, "cfg.timeoutSec": {"soon"}})
+		require.Equal(t, http.StatusBadRequest, p.Status, p.Body)
+		require.Contains(t, p.Body, `class="field-error" id="f-cfg-timeoutSec-error"`)
+		require.Contains(t, p.Body, `value="soon"`, "the posted value is kept for fixing")
+		p = b.post(path+"/config", url.Values{"_csrf": {tok}, "_mode": {"schema"}, "cfg.command": {"/bin/echo"},
+			"cfg.args": {"hello\nworld"}, "cfg.timeoutSec": {"30"}, "cfg.cwd": {""}})
+		require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+		cfg := agent()["adapterConfig"].(map[string]any)
+		require.Equal(t, "/bin/echo", cfg["command"])
+		require.Equal(t, []any{"hello", "world"}, cfg["args"])
+		require.EqualValues(t, 30, cfg["timeoutSec"])
+		require.Equal(t, "kept", cfg["promptTemplate"])
+		require.NotContains(t, cfg, "cwd")
+
+		// The same as JSON text: the refusal is shown; a good config is saved.
 		p = b.post(path+"/config", url.Values{"_csrf": {tok}, "adapterConfig": {"not json"}})
 		require.Equal(t, http.StatusBadRequest, p.Status, p.Body)
 		require.Contains(t, p.Body, "adapterConfig must be a JSON object")
