@@ -559,13 +559,21 @@ type runsData struct {
 	NextURL   string
 	Offset    int
 	Error     string
+	// SelfURL is this list's URL, which the list re-fetches when a run event arrives.
+	SelfURL string
 }
 
+// runsList is the company's runs, or (for htmx) the list part alone.
 func (b *Board) runsList(c *fiber.Ctx) error {
 	id := c.Params("companyId")
-	l, done, err := b.page(c, "Runs", "runs", id)
-	if done {
-		return err
+	var l *layoutData
+	fragment := isFragment(c)
+	if !fragment {
+		var done bool
+		var err error
+		if l, done, err = b.page(c, "Runs", "runs", id); done {
+			return err
+		}
 	}
 	d := &runsData{CompanyID: id, AgentID: c.Query("agentId"), Status: c.Query("status"), Offset: max(0, c.QueryInt("offset", 0))}
 	v := visitorOf(c)
@@ -636,8 +644,15 @@ func (b *Board) runsList(c *fiber.Ctx) error {
 	}
 	d.Runs = slices.DeleteFunc(d.Runs, func(r runFull) bool { return live[r.ID] })
 	d.AgentName = agentFullNames(d.Agents)
+	d.SelfURL = pageURL(d.Offset)
+	if fragment {
+		return render(c, status, runsBody(d))
+	}
 	return render(c, status, runsPage(l, d))
 }
+
+// logTail is how much of a long log the run page shows (its end).
+const logTail = 256 << 10
 
 // runData is a run's page.
 type runData struct {
@@ -649,6 +664,8 @@ type runData struct {
 	Usage     runUsage
 	Events    []runEvent
 	Log       string
+	// LogStart is the offset the shown log starts at (0 unless the log is long).
+	LogStart int
 	// Offset is where the log read next continues.
 	Offset   int
 	CanWrite bool
@@ -675,7 +692,12 @@ func (b *Board) loadRun(c *fiber.Ctx) (*runData, error) {
 		_ = b.api.callAs(v, "GET", runPath+"/events", url.Values{"limit": {"500"}}, nil, &d.Events)
 		return nil
 	})
-	g.Go(func() error { return b.api.callAs(v, "GET", runPath+"/log", nil, nil, &log) })
+	// A long log is shown from its last logTail bytes.
+	start := max(0, d.Run.LogBytes-logTail)
+	d.LogStart = int(start)
+	g.Go(func() error {
+		return b.api.callAs(v, "GET", runPath+"/log", url.Values{"offset": {strconv.FormatInt(start, 10)}}, nil, &log)
+	})
 	g.Go(func() error {
 		_ = b.api.callAs(v, "GET", "/api/agents/"+url.PathEscape(d.Run.AgentID), nil, nil, &ag)
 		return nil
@@ -684,7 +706,7 @@ func (b *Board) loadRun(c *fiber.Ctx) (*runData, error) {
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	d.Log, d.Offset = string(log), len(log)
+	d.Log, d.Offset = string(log), d.LogStart+len(log)
 	d.AgentName = orText(ag.Name, shortID(d.Run.AgentID))
 	d.CanWrite = mayWrite(&me, companyID)
 	if s, ok := d.Run.ContextSnapshot["issueId"].(string); ok {

@@ -29,7 +29,7 @@ func createAgentAPI(t *testing.T, h *sdktest.Host, companyID string, body map[st
 
 var (
 	pollerGet = regexp.MustCompile(`id="run-poll" hx-get="([^"]+)"`)
-	oobLog    = regexp.MustCompile(`(?s)<pre hx-swap-oob="beforeend:#run-log">(.*?)</pre>`)
+	oobLog    = regexp.MustCompile(`(?s)<div hx-swap-oob="beforeend:#run-log">(.*?)</div>`)
 	pageLog   = regexp.MustCompile(`(?s)<pre id="run-log"[^>]*>(.*?)</pre>`)
 )
 
@@ -243,6 +243,12 @@ func TestBoardAgents(t *testing.T) {
 		p = b.get("/c/" + co + "/runs")
 		require.Equal(t, http.StatusOK, p.Status, p.Body)
 		requireSafePage(t, p)
+		require.Contains(t, p.Body, `id="run-`+runID+`"`)
+		require.Contains(t, p.Body, `sse-connect="/api/companies/`+co+`/events?entityType=heartbeat_run"`)
+		// The list re-fetches itself on run events: the fragment alone, with its filters.
+		p = b.get("/c/"+co+"/runs?agentId="+eng, "HX-Request", "true")
+		require.Equal(t, http.StatusOK, p.Status, p.Body)
+		require.True(t, strings.HasPrefix(p.Body, `<div id="runs-body" hx-get="/c/`+co+`/runs?agentId=`+eng+`"`), p.Body)
 		require.Contains(t, p.Body, `id="run-`+runID+`"`)
 		require.Contains(t, b.get("/c/"+co+"/runs?status=succeeded&agentId="+eng).Body, `id="run-`+runID+`"`)
 		require.NotContains(t, b.get("/c/"+co+"/runs?status=failed").Body, `id="run-`+runID+`"`)
