@@ -364,8 +364,17 @@ func (b *Board) agentAction(c *fiber.Ctx) error {
 			return c.Redirect("/c/"+companyID+"/runs/"+out.ID, http.StatusSeeOther)
 		}
 	case "permissions":
-		body := map[string]any{"canCreateAgents": c.FormValue("canCreateAgents") == "on", "canAssignTasks": c.FormValue("canAssignTasks") == "on"}
-		err = b.api.call(c, "PATCH", agentPath+"/permissions", nil, body, nil)
+		// Only what the visitor changed is sent (a grant the page shows unchecked, such as a
+		// CEO's explicit tasks:assign, is left alone).
+		body := map[string]any{}
+		for _, k := range []string{"canCreateAgents", "canAssignTasks"} {
+			if now := c.FormValue(k) == "on"; now != (c.FormValue(k+"Was") == "on") {
+				body[k] = now
+			}
+		}
+		if len(body) > 0 {
+			err = b.api.call(c, "PATCH", agentPath+"/permissions", nil, body, nil)
+		}
 	case "budget":
 		cents, perr := dollarsToCents(c.FormValue("budgetMonthlyUsd"))
 		if perr != nil {
@@ -885,4 +894,17 @@ func clip(s string, n int) string {
 		return s
 	}
 	return string(r[:n]) + "…"
+}
+
+func onOff(v bool) string {
+	if v {
+		return "on"
+	}
+	return ""
+}
+
+// assignGranted says whether the agent holds an explicit tasks:assign grant (as far as its
+// access block tells: a CEO's shows its role instead).
+func assignGranted(a *agentFull) bool {
+	return a.Access != nil && a.Access.CanAssignTasks && a.Access.TaskAssignSource == "explicit_grant"
 }

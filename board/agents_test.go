@@ -122,9 +122,22 @@ func TestBoardAgents(t *testing.T) {
 		p = b.post(path+"/permissions", url.Values{"_csrf": {tok}, "canCreateAgents": {"on"}})
 		require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
 		require.Equal(t, true, agent()["permissions"].(map[string]any)["canCreateAgents"])
-		p = b.post(path+"/permissions", url.Values{"_csrf": {tok}})
+		p = b.post(path+"/permissions", url.Values{"_csrf": {tok}, "canCreateAgentsWas": {"on"}})
 		require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
 		require.Equal(t, false, agent()["permissions"].(map[string]any)["canCreateAgents"])
+		p = b.post(path+"/permissions", url.Values{"_csrf": {tok}, "canAssignTasks": {"on"}})
+		require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+		require.Equal(t, "explicit_grant", agent()["access"].(map[string]any)["taskAssignSource"])
+		require.Contains(t, b.get(path).Body, `name="canAssignTasksWas" value="on"`)
+
+		// A paused agent's wake is skipped, and the page says why.
+		p = b.post(path+"/pause", url.Values{"_csrf": {tok}})
+		require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+		p = b.post(path+"/wake", url.Values{"_csrf": {tok}})
+		require.Equal(t, http.StatusConflict, p.Status, p.Body)
+		require.Contains(t, p.Body, "the wake was skipped")
+		p = b.post(path+"/resume", url.Values{"_csrf": {tok}})
+		require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
 
 		// Adapter config, the form generated from the process adapter's schema: a field the
 		// form refuses is shown beside it; a good post is saved, keys the schema does not
