@@ -197,7 +197,7 @@ func (b *Board) hireAgent(c *fiber.Ctx) error {
 		return b.fail(c, l, lerr)
 	}
 	d.Hire = form
-	d.Error = "The agent was not hired: " + ae.Message
+	d.Error = "The agent was not hired: " + apiText(ae)
 	if ae.Status == http.StatusForbidden {
 		d.Error = "You may not hire agents here: " + ae.Message + "."
 	}
@@ -331,7 +331,7 @@ func (b *Board) agentRefused(c *fiber.Ctx, writeErr error, before func(*agentDat
 	if err != nil {
 		return b.fail(c, l, err)
 	}
-	d.Error = refusalText(ae)
+	d.Error = refusalText(&apiError{Status: ae.Status, Message: apiText(ae)})
 	if before != nil {
 		before(d)
 	}
@@ -394,6 +394,37 @@ func (b *Board) agentAction(c *fiber.Ctx) error {
 		ok = c.Params("action")
 	}
 	return c.Redirect(back+"?ok="+ok, http.StatusSeeOther)
+}
+
+// fieldErrors are a validation error's details ({path, message}); nil for other errors.
+func fieldErrors(ae *apiError) []struct{ Path, Message string } {
+	var out []struct {
+		Path    string `json:"path"`
+		Message string `json:"message"`
+	}
+	if len(ae.Details) == 0 || json.Unmarshal(ae.Details, &out) != nil {
+		return nil
+	}
+	res := make([]struct{ Path, Message string }, 0, len(out))
+	for _, d := range out {
+		if d.Path != "" || d.Message != "" {
+			res = append(res, struct{ Path, Message string }{d.Path, d.Message})
+		}
+	}
+	return res
+}
+
+// apiText is the API's message with the fields a validation error names ("Validation
+// error: reportsTo must be a UUID").
+func apiText(ae *apiError) string {
+	var parts []string
+	for _, d := range fieldErrors(ae) {
+		parts = append(parts, strings.TrimSpace(d.Path+" "+d.Message))
+	}
+	if len(parts) == 0 {
+		return ae.Message
+	}
+	return ae.Message + ": " + strings.Join(parts, "; ")
 }
 
 func orText(s ...string) string {
@@ -542,6 +573,37 @@ func (b *Board) saveAgentConfig(c *fiber.Ctx) error {
 	}
 	body := map[string]any{"adapterConfig": cfg, "replaceAdapterConfig": true}
 	if err := b.api.call(c, "PATCH", "/api/agents/"+url.PathEscape(c.Params("agentId")), nil, body, nil); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && c.FormValue("_mode") == "schema" {
+			// The adapter's own validation, beside the fields it names.
+			posted := postedForm(c)
+			keep = func(d *agentData) {
+				if d.Config.Schema == nil {
+					return
+				}
+				names := map[string]bool{}
+				var walk func([]*formField)
+				walk = func(fs []*formField) {
+					for _, f := range fs {
+						names[f.Name] = true
+						walk(f.Children)
+					}
+				}
+				walk(d.Config.Form.Fields)
+				errs := map[string]string{}
+				for _, fe := range fieldErrors(ae) {
+					p, ok := strings.CutPrefix(fe.Path, "adapterConfig.")
+					// A message about a part of a field (env.KEY) goes beside the field.
+					for name := configPrefix + "." + p; ok && name != configPrefix; name = name[:max(strings.LastIndex(name, "."), 0)] {
+						if names[name] {
+							errs[name] = strings.TrimSpace(errs[name] + " " + fe.Message)
+							break
+						}
+					}
+				}
+				d.Config.Form = newSchemaForm(d.Config.Schema, configPrefix, d.Config.Current, posted, errs)
+			}
+		}
 		return b.agentRefused(c, err, keep)
 	}
 	return c.Redirect("/c/"+c.Params("companyId")+"/agents/"+c.Params("agentId")+"?ok=config", http.StatusSeeOther)
@@ -613,7 +675,7 @@ func (b *Board) runsList(c *fiber.Ctx) error {
 		if ae.Status == http.StatusUnauthorized {
 			return b.toSignIn(c)
 		}
-		status, d.Error = ae.Status, "The runs could not be listed: "+ae.Message
+		status, d.Error = ae.Status, "The runs could not be listed: "+apiText(ae)
 		if ae.Status == http.StatusForbidden {
 			d.Error = "You do not have access to this company's runs: " + ae.Message + "."
 		}

@@ -75,7 +75,7 @@ func TestBoardAgents(t *testing.T) {
 		p = b.post(base, url.Values{"_csrf": {tok}, "name": {"Bad reports"}, "reportsTo": {"not-a-uuid"}, "adapterType": {"process"}})
 		require.GreaterOrEqual(t, p.Status, 400, p.Body)
 		require.Less(t, p.Status, 500, p.Body)
-		require.Contains(t, p.Body, "The agent was not hired")
+		require.Contains(t, p.Body, "The agent was not hired: Validation error: reportsTo")
 		require.Contains(t, p.Body, `value="Bad reports"`)
 		// No CSRF token, no hire.
 		p = b.post(base, url.Values{"name": {"Forged"}, "adapterType": {"process"}})
@@ -154,6 +154,12 @@ func TestBoardAgents(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, p.Status, p.Body)
 		require.Contains(t, p.Body, `class="field-error" id="f-cfg-timeoutSec-error"`)
 		require.Contains(t, p.Body, `value="soon"`, "the posted value is kept for fixing")
+		// What the adapter's own validation refuses is shown beside the field it names.
+		p = b.post(path+"/config", url.Values{"_csrf": {tok}, "_mode": {"schema"}, "cfg.command": {"/bin/echo"},
+			"cfg.env": {`{"GREETING": 5}`}})
+		require.Equal(t, http.StatusBadRequest, p.Status, p.Body)
+		require.Contains(t, p.Body, "The change was refused: Validation error: adapterConfig.env")
+		require.Contains(t, p.Body, `class="field-error" id="f-cfg-env-error"`)
 		p = b.post(path+"/config", url.Values{"_csrf": {tok}, "_mode": {"schema"}, "cfg.command": {"/bin/echo"},
 			"cfg.args": {"hello\nworld"}, "cfg.timeoutSec": {"30"}, "cfg.cwd": {""}})
 		require.Equal(t, http.StatusSeeOther, p.Status, p.Body)

@@ -32,6 +32,9 @@ var apiLoopback = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
 type apiError struct {
 	Status  int
 	Message string
+	// Details is the error body's details, as the API sent them (a validation error's
+	// [{path, message}]).
+	Details json.RawMessage
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("API answered %d: %s", e.Status, e.Message) }
@@ -102,13 +105,14 @@ func (a *apiClient) do(v *visitor, method, path string, query url.Values, body, 
 	resp := fctx.Response.Body()
 	if status < 200 || status > 299 {
 		var e struct {
-			Error string `json:"error"`
+			Error   string          `json:"error"`
+			Details json.RawMessage `json:"details"`
 		}
 		_ = json.Unmarshal(resp, &e)
 		if e.Error == "" {
 			e.Error = fasthttp.StatusMessage(status)
 		}
-		return nil, &apiError{Status: status, Message: e.Error}
+		return nil, &apiError{Status: status, Message: e.Error, Details: bytes.Clone(e.Details)}
 	}
 	var cookies []string
 	for _, c := range fctx.Response.Header.PeekAll(fiber.HeaderSetCookie) {
