@@ -114,7 +114,7 @@ type agentsData struct {
 	CSRF      string
 	Agents    []agentFull
 	Roots     []*orgNode
-	Adapters  []adapterType
+	Adapters  []agentAdapter
 	CanWrite  bool
 	Error     string
 	// Hire holds the hire form's values after a refusal.
@@ -141,7 +141,7 @@ func (b *Board) loadAgents(c *fiber.Ctx) (*agentsData, error) {
 	if listErr != nil {
 		return nil, listErr
 	}
-	d.Adapters = slices.DeleteFunc(d.Adapters, func(a adapterType) bool { return !a.Loaded || a.Disabled })
+	d.Adapters = slices.DeleteFunc(d.Adapters, func(a agentAdapter) bool { return !a.Loaded || a.Disabled })
 	d.CanWrite = mayWrite(&me, id)
 	d.Roots = orgChart(d.Agents)
 	return d, nil
@@ -397,22 +397,7 @@ func (b *Board) agentAction(c *fiber.Ctx) error {
 }
 
 // fieldErrors are a validation error's details ({path, message}); nil for other errors.
-func fieldErrors(ae *apiError) []struct{ Path, Message string } {
-	var out []struct {
-		Path    string `json:"path"`
-		Message string `json:"message"`
-	}
-	if len(ae.Details) == 0 || json.Unmarshal(ae.Details, &out) != nil {
-		return nil
-	}
-	res := make([]struct{ Path, Message string }, 0, len(out))
-	for _, d := range out {
-		if d.Path != "" || d.Message != "" {
-			res = append(res, struct{ Path, Message string }{d.Path, d.Message})
-		}
-	}
-	return res
-}
+func fieldErrors(ae *apiError) []apiErrorDetail { return ae.Details }
 
 // apiText is the API's message with the fields a validation error names ("Validation
 // error: reportsTo must be a UUID").
@@ -755,7 +740,7 @@ func (b *Board) loadRun(c *fiber.Ctx) (*runData, error) {
 	if d.Run.CompanyID != companyID {
 		return nil, &apiError{Status: http.StatusNotFound, Message: "Heartbeat run not found"}
 	}
-	var log []byte
+	var log rawAnswer
 	var ag agentFull
 	var me boardMe
 	var g errgroup.Group
@@ -777,7 +762,7 @@ func (b *Board) loadRun(c *fiber.Ctx) (*runData, error) {
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	d.Log, d.Offset = string(log), d.LogStart+len(log)
+	d.Log, d.Offset = string(log.Body), d.LogStart+len(log.Body)
 	d.AgentName = orText(ag.Name, shortID(d.Run.AgentID))
 	d.CanWrite = mayWrite(&me, companyID)
 	if s, ok := d.Run.ContextSnapshot["issueId"].(string); ok {
@@ -819,11 +804,11 @@ func (b *Board) runLogFragment(c *fiber.Ctx) error {
 	if r.CompanyID != companyID {
 		return b.fail(c, nil, &apiError{Status: http.StatusNotFound, Message: "Heartbeat run not found"})
 	}
-	var log []byte
+	var log rawAnswer
 	if err := b.api.callAs(v, "GET", runPath+"/log", url.Values{"offset": {strconv.Itoa(offset)}}, nil, &log); err != nil {
 		return b.fail(c, nil, err)
 	}
-	d := &runData{CompanyID: companyID, CSRF: csrfOf(c), Run: r, Log: string(log), Offset: offset + len(log)}
+	d := &runData{CompanyID: companyID, CSRF: csrfOf(c), Run: r, Log: string(log.Body), Offset: offset + len(log.Body)}
 	if r.Status == c.Query("status") {
 		return render(c, http.StatusOK, runLogUpdate(d, nil))
 	}
@@ -861,14 +846,14 @@ func (b *Board) cancelRun(c *fiber.Ctx) error {
 	return render(c, ae.Status, runPage(l, d))
 }
 
-func deref(s *string) string {
+func optText(s *string) string {
 	if s == nil {
 		return ""
 	}
 	return *s
 }
 
-func orDash(s string) string {
+func dashIfEmpty(s string) string {
 	if s == "" {
 		return "—"
 	}
@@ -920,7 +905,7 @@ func runDuration(r *runFull) string {
 	return end.Sub(*r.StartedAt).Round(100 * time.Millisecond).String()
 }
 
-func tokensText(u runUsage) string {
+func runTokensText(u runUsage) string {
 	if u.InputTokens == nil && u.OutputTokens == nil {
 		return "—"
 	}
@@ -937,7 +922,7 @@ func tokensText(u runUsage) string {
 	return s
 }
 
-func costText(u runUsage) string {
+func runCostText(u runUsage) string {
 	switch {
 	case u.CacheAdjustedCostUsd != nil:
 		return fmt.Sprintf("$%.4f", *u.CacheAdjustedCostUsd)

@@ -160,9 +160,9 @@ func agentsPage(l *layoutData, d *agentsData) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var9 string
-					templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(deref(a.Title))
+					templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(optText(a.Title))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `agents.templ`, Line: 34, Col: 28}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `agents.templ`, Line: 34, Col: 30}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 					if templ_7745c5c3_Err != nil {
@@ -803,9 +803,9 @@ func agentPage(l *layoutData, d *agentData) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var43 string
-			templ_7745c5c3_Var43, templ_7745c5c3_Err = templ.JoinStringErrs(orDash(deref(d.Agent.Title)))
+			templ_7745c5c3_Var43, templ_7745c5c3_Err = templ.JoinStringErrs(dashIfEmpty(optText(d.Agent.Title)))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `agents.templ`, Line: 146, Col: 40}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `agents.templ`, Line: 146, Col: 47}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var43))
 			if templ_7745c5c3_Err != nil {
@@ -834,9 +834,9 @@ func agentPage(l *layoutData, d *agentData) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var45 string
-				templ_7745c5c3_Var45, templ_7745c5c3_Err = templ.JoinStringErrs(orDash(d.AgentName[*d.Agent.ReportsTo]))
+				templ_7745c5c3_Var45, templ_7745c5c3_Err = templ.JoinStringErrs(dashIfEmpty(d.AgentName[*d.Agent.ReportsTo]))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `agents.templ`, Line: 150, Col: 126}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `agents.templ`, Line: 150, Col: 131}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var45))
 				if templ_7745c5c3_Err != nil {
@@ -2703,9 +2703,9 @@ func runSummary(d *runData) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var136 string
-		templ_7745c5c3_Var136, templ_7745c5c3_Err = templ.JoinStringErrs(tokensText(d.Usage))
+		templ_7745c5c3_Var136, templ_7745c5c3_Err = templ.JoinStringErrs(runTokensText(d.Usage))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `agents.templ`, Line: 532, Col: 28}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `agents.templ`, Line: 532, Col: 31}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var136))
 		if templ_7745c5c3_Err != nil {
@@ -2716,9 +2716,9 @@ func runSummary(d *runData) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var137 string
-		templ_7745c5c3_Var137, templ_7745c5c3_Err = templ.JoinStringErrs(costText(d.Usage))
+		templ_7745c5c3_Var137, templ_7745c5c3_Err = templ.JoinStringErrs(runCostText(d.Usage))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `agents.templ`, Line: 534, Col: 26}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `agents.templ`, Line: 534, Col: 29}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var137))
 		if templ_7745c5c3_Err != nil {
@@ -2876,9 +2876,9 @@ func runEvents(d *runData) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var146 string
-				templ_7745c5c3_Var146, templ_7745c5c3_Err = templ.JoinStringErrs(deref(e.Stream))
+				templ_7745c5c3_Var146, templ_7745c5c3_Err = templ.JoinStringErrs(optText(e.Stream))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `agents.templ`, Line: 562, Col: 28}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `agents.templ`, Line: 562, Col: 30}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var146))
 				if templ_7745c5c3_Err != nil {
@@ -2889,9 +2889,9 @@ func runEvents(d *runData) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var147 string
-				templ_7745c5c3_Var147, templ_7745c5c3_Err = templ.JoinStringErrs(clip(deref(e.Message), 200))
+				templ_7745c5c3_Var147, templ_7745c5c3_Err = templ.JoinStringErrs(clip(optText(e.Message), 200))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `agents.templ`, Line: 563, Col: 52}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `agents.templ`, Line: 563, Col: 54}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var147))
 				if templ_7745c5c3_Err != nil {

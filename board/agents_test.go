@@ -315,7 +315,7 @@ func TestBoardAgentsViewer(t *testing.T) {
 		c.DeploymentMode, c.DeploymentExposure = "authenticated", "private"
 	}})
 	waitExtensions(t, h)
-	owner := signUp(t, h, "owner@agents.example")
+	owner := agentsSession(t, h, "owner@agents.example")
 	require.Equal(t, http.StatusOK, h.Do("POST", "/api/bootstrap/claim", nil, owner...).Status)
 	res := h.Do("POST", "/api/companies", map[string]any{"name": "Viewer Co"}, owner...)
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
@@ -326,7 +326,7 @@ func TestBoardAgentsViewer(t *testing.T) {
 	agentID := res.Map(t)["id"].(string)
 	res = h.Do("POST", "/api/companies/"+co+"/invites", map[string]any{"allowedJoinTypes": "human", "membershipRole": "viewer"}, owner...)
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
-	viewer := signUp(t, h, "viewer@agents.example")
+	viewer := agentsSession(t, h, "viewer@agents.example")
 	res = h.Do("POST", "/api/invites/"+res.Map(t)["token"].(string)+"/accept", map[string]any{}, viewer...)
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 	require.Equal(t, "viewer", res.Map(t)["membership"].(map[string]any)["membershipRole"])
@@ -353,7 +353,7 @@ func TestBoardAgentsViewer(t *testing.T) {
 	// Someone outside the company gets the clear 403 page.
 	outsider := newBrowser(t, h.URL)
 	outsider.c.Jar.SetCookies(u, []*http.Cookie{{Name: kernel.SessionCookie,
-		Value: strings.TrimPrefix(signUp(t, h, "outsider@agents.example")[1], kernel.SessionCookie+"=")}})
+		Value: strings.TrimPrefix(agentsSession(t, h, "outsider@agents.example")[1], kernel.SessionCookie+"=")}})
 	for _, path := range []string{"/c/" + co + "/agents", path, "/c/" + co + "/runs"} {
 		p = outsider.get(path)
 		require.Equal(t, http.StatusForbidden, p.Status, "%s: %s", path, p.Body)
@@ -361,8 +361,8 @@ func TestBoardAgentsViewer(t *testing.T) {
 	}
 }
 
-// signUp makes an account through the API and returns its session cookie header pair.
-func signUp(t *testing.T, h *sdktest.Host, email string) []string {
+// agentsSession makes an account through the API and returns its session cookie header pair.
+func agentsSession(t *testing.T, h *sdktest.Host, email string) []string {
 	t.Helper()
 	res := h.Do("POST", "/api/auth/sign-up/email", map[string]any{"email": email, "password": "correct horse battery", "name": email})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)

@@ -28,16 +28,27 @@ type apiClient struct {
 // apiLoopback is the remote address of in-process API calls.
 var apiLoopback = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
 
-// apiError is a non-2xx answer of the API: its status and the message of its error body.
+// apiError is a non-2xx answer of the API: its status and the message of its error body,
+// with the body's validation details when it has them.
 type apiError struct {
 	Status  int
 	Message string
-	// Details is the error body's details, as the API sent them (a validation error's
-	// [{path, message}]).
-	Details json.RawMessage
+	Details []apiErrorDetail
+}
+
+// apiErrorDetail is one entry of a validation error's details.
+type apiErrorDetail struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("API answered %d: %s", e.Status, e.Message) }
+
+// rawAnswer receives a 2xx answer's content type and body undecoded (extension UI fragments).
+type rawAnswer struct {
+	ContentType string
+	Body        []byte
+}
 
 // visitor is the credentials and host of the request being served, read once so calls can
 // run in parallel.
@@ -53,7 +64,7 @@ func visitorOf(c *fiber.Ctx) *visitor {
 }
 
 // call sends one request as the visitor of c and decodes a 2xx JSON answer into out (which
-// may be nil; a *[]byte gets the body as it is). A non-2xx answer is an *apiError.
+// may be nil; a *rawAnswer receives the body undecoded). A non-2xx answer is an *apiError.
 func (a *apiClient) call(c *fiber.Ctx, method, path string, query url.Values, body, out any) error {
 	_, err := a.do(visitorOf(c), method, path, query, body, out)
 	return err
@@ -105,22 +116,21 @@ func (a *apiClient) do(v *visitor, method, path string, query url.Values, body, 
 	resp := fctx.Response.Body()
 	if status < 200 || status > 299 {
 		var e struct {
-			Error   string          `json:"error"`
-			Details json.RawMessage `json:"details"`
+			Error   string           `json:"error"`
+			Details []apiErrorDetail `json:"details"`
 		}
 		_ = json.Unmarshal(resp, &e)
 		if e.Error == "" {
 			e.Error = fasthttp.StatusMessage(status)
 		}
-		return nil, &apiError{Status: status, Message: e.Error, Details: bytes.Clone(e.Details)}
+		return nil, &apiError{Status: status, Message: e.Error, Details: e.Details}
 	}
 	var cookies []string
 	for _, c := range fctx.Response.Header.PeekAll(fiber.HeaderSetCookie) {
 		cookies = append(cookies, string(c))
 	}
-	if raw, ok := out.(*[]byte); ok {
-		// A text answer (a run's log) is handed over as it is.
-		*raw = append((*raw)[:0], resp...)
+	if raw, ok := out.(*rawAnswer); ok {
+		raw.ContentType, raw.Body = string(fctx.Response.Header.ContentType()), bytes.Clone(resp)
 		return cookies, nil
 	}
 	if out == nil || len(bytes.TrimSpace(resp)) == 0 {

@@ -55,8 +55,8 @@ type agentKeyCreated struct {
 	Token string `json:"token"`
 }
 
-// adapterType is an entry of GET /api/adapters.
-type adapterType struct {
+// agentAdapter is an entry of GET /api/adapters.
+type agentAdapter struct {
 	Type     string `json:"type"`
 	Label    string `json:"label"`
 	Loaded   bool   `json:"loaded"`
