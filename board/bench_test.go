@@ -83,6 +83,24 @@ func BenchmarkBoardPages(b *testing.B) {
 	}
 	res = h.Do("PUT", "/api/cases/"+caseID+"/documents/notes", map[string]any{"title": "Notes", "body": "A passage worth annotating."})
 	require.Equal(b, http.StatusCreated, res.Status, "%s", res.Body)
+	// The agents pages: a roster of 50 agents in a reporting tree, one of which has run.
+	var agentIDs []string
+	for i := 0; i < 50; i++ {
+		body := map[string]any{"name": fmt.Sprintf("Agent %02d", i), "role": "engineer", "adapterType": "process",
+			"adapterConfig": map[string]any{"command": "/bin/echo", "args": []string{"bench run"}}}
+		if i > 0 {
+			body["reportsTo"] = agentIDs[(i-1)/3]
+		}
+		res := h.Do("POST", "/api/companies/"+co+"/agents", body)
+		require.Equal(b, http.StatusCreated, res.Status, "%s", res.Body)
+		agentIDs = append(agentIDs, res.Map(b)["id"].(string))
+	}
+	res = h.Do("POST", "/api/agents/"+agentIDs[0]+"/heartbeat/invoke", map[string]any{})
+	require.Equal(b, http.StatusAccepted, res.Status, "%s", res.Body)
+	runID := res.Map(b)["id"].(string)
+	sdktest.WaitFor(b, 2*time.Minute, func() bool {
+		return h.Do("GET", "/api/heartbeat-runs/"+runID, nil).Map(b)["status"] == "succeeded"
+	}, "the bench run to succeed")
 	pages := []struct{ name, path string }{
 		{"Companies", "/companies"},
 		{"Dashboard", "/c/" + co},
@@ -109,6 +127,10 @@ func BenchmarkBoardPages(b *testing.B) {
 		{"IssueBoardSearch", "/c/" + co + "/issues/board?q=billing"},
 		{"Activity", "/c/" + co + "/activity"},
 		{"ActivityIssues", "/c/" + co + "/activity?entityType=issue"},
+		{"AgentList50", "/c/" + co + "/agents"},
+		{"AgentDetail", "/c/" + co + "/agents/" + agentIDs[0]},
+		{"Runs", "/c/" + co + "/runs"},
+		{"Run", "/c/" + co + "/runs/" + runID},
 	}
 	pages = append(pages, benchOpsPages(b, h, co)...)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

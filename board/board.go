@@ -78,6 +78,7 @@ func Mount(cfg Config) *Board {
 	b.mountStatusCards(g)
 	b.mountCases(g)
 	b.mountPlugins(g)
+	b.mountAgents(g)
 	return b
 }
 

@@ -26,6 +26,8 @@ var companyNav = []navItem{
 	{Key: "status-cards", Path: "/status-cards", Icon: "cards", Label: "Status cards"},
 	{Key: "cases", Path: "/cases", Icon: "cases", Label: "Cases"},
 	{Key: "activity", Path: "/activity", Icon: "activity", Label: "Activity"},
+	{Key: "agents", Path: "/agents", Icon: "agents", Label: "Agents"},
+	{Key: "runs", Path: "/runs", Icon: "runs", Label: "Runs"},
 }
 
 // instanceNav lists the instance's pages (plugins, adapters, settings) below the companies

@@ -51,7 +51,7 @@ func pluginIDOf(t *testing.T, h *sdktest.Host, key string) string {
 	return ""
 }
 
-var hxGet = regexp.MustCompile(`hx-get="([^"]*)"`)
+var hxGet = regexp.MustCompile(`hx-get="([^"]*/x/[^"]*)"`)
 
 // TestBoardPlugins drives the plugin and adapter admin pages and extension UI of a real
 // host: the wiki installed from the catalog through the page's form (with progress), its

@@ -27,7 +27,7 @@ func testRoutines(t *testing.T, h *sdktest.Host, co string) {
 	require.Contains(t, p.Body, `href="/c/`+co+`/routines" aria-current="page"`)
 	// Each sidebar link is named by its label (the icon is aria-hidden).
 	for _, label := range []string{"Dashboard", "Issues", "Routines", "Costs"} {
-		require.Regexp(t, `<a href="/c/`+co+`[^"]*" aria-current="[a-z]+"><svg class="icon" aria-hidden="true"[^>]*>.*?</svg>\s*`+label+`\s*</a>`, p.Body)
+		require.Regexp(t, `<a href="/c/`+co+`[^"]*" aria-current="[a-z]+"><svg class="icon" aria-hidden="true"[^>]*>.*?</svg>\s*(<span>)?`+label+`(</span>)?\s*</a>`, p.Body)
 	}
 	for _, name := range []string{"title", "description", "assigneeAgentId", "projectId", "priority", "concurrencyPolicy", "catchUpPolicy"} {
 		require.Contains(t, p.Body, `name="`+name+`"`)

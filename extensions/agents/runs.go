@@ -215,7 +215,7 @@ func (a *Agents) runForRequest(r *http.Request) (*heartbeatRun, error) {
 func init() {
 	addRoutes(
 		route{Method: "GET", Path: "/api/companies/{companyId}/heartbeat-runs", Query: runListQuery{}, Response: new([]*heartbeatRun), CompanyFromPath: true,
-			Summary: "List heartbeat runs of a company, newest first (filters agentId, status, limit).", Handle: (*Agents).listRunsRoute},
+			Summary: "List heartbeat runs of a company, newest first (filters agentId, status; limit and offset).", Handle: (*Agents).listRunsRoute},
 		route{Method: "GET", Path: "/api/companies/{companyId}/live-runs", Response: new([]*heartbeatRun), CompanyFromPath: true,
 			Summary: "List queued and running heartbeat runs of a company.", Handle: (*Agents).liveRunsRoute},
 		route{Method: "GET", Path: "/api/heartbeat-runs/{runId}", Response: new(heartbeatRun), Summary: "Get a heartbeat run.", Handle: (*Agents).getRunRoute},
@@ -232,7 +232,7 @@ func init() {
 
 func (a *Agents) listRunsRoute(rw http.ResponseWriter, r *http.Request) {
 	companyID := r.PathValue("companyId")
-	limit, _, err := page(r, 50, 500)
+	limit, offset, err := page(r, 50, 500)
 	if err != nil {
 		a.writeErr(rw, err)
 		return
@@ -252,8 +252,8 @@ func (a *Agents) listRunsRoute(rw http.ResponseWriter, r *http.Request) {
 		args = append(args, strings.Split(v, ","))
 		sql += fmt.Sprintf(" AND status = ANY($%d)", len(args))
 	}
-	args = append(args, limit)
-	sql += fmt.Sprintf(" ORDER BY created_at DESC, id LIMIT $%d", len(args))
+	args = append(args, limit, offset)
+	sql += fmt.Sprintf(" ORDER BY created_at DESC, id LIMIT $%d OFFSET $%d", len(args)-1, len(args))
 	runs, err := a.runsQuery(r.Context(), sql, args...)
 	if err != nil {
 		a.writeErr(rw, err)
@@ -435,6 +435,7 @@ type runListQuery struct {
 	AgentID string `query:"agentId" jsonschema:"format=uuid"`
 	Status  string `query:"status" doc:"Comma-separated run statuses"`
 	Limit   int    `query:"limit" jsonschema:"minimum=1,maximum=500" doc:"Page size (default 50)"`
+	Offset  int    `query:"offset" jsonschema:"minimum=0" doc:"Runs to skip (pagination)"`
 }
 
 // runEventsQuery documents the query parameters of a run's events.

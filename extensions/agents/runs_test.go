@@ -54,6 +54,16 @@ func TestRunRoutes(t *testing.T) {
 		require.Empty(t, runs)
 		res = h.Do("GET", "/api/companies/"+company+"/heartbeat-runs?limit=0", nil)
 		require.Equal(t, http.StatusBadRequest, res.Status)
+		// Pages: offset skips runs, newest first.
+		res = h.Do("GET", "/api/companies/"+company+"/heartbeat-runs?agentId="+ag.ID+"&limit=1&offset=0", nil)
+		res.JSON(t, &runs)
+		require.Len(t, runs, 1)
+		res = h.Do("GET", "/api/companies/"+company+"/heartbeat-runs?agentId="+ag.ID+"&offset=1", nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		res.JSON(t, &runs)
+		require.Empty(t, runs)
+		res = h.Do("GET", "/api/companies/"+company+"/heartbeat-runs?offset=-1", nil)
+		require.Equal(t, http.StatusBadRequest, res.Status)
 	})
 
 	t.Run("events record the spawn and the output", func(t *testing.T) {
