@@ -16,24 +16,24 @@ type navItem struct {
 // companyNav lists the company's pages in the sidebar, in order. Each area adds its line.
 var companyNav = []navItem{
 	{Key: "dashboard", Path: "", Icon: "dashboard", Label: "Dashboard"},
+	{Key: "inbox", Path: "/inbox", Icon: "inbox", Label: "Inbox", Badge: "/inbox/badge"},
 	{Key: "issues", Path: "/issues", Icon: "issues", Label: "Issues"},
+	{Key: "agents", Path: "/agents", Icon: "agents", Label: "Agents"},
+	{Key: "runs", Path: "/runs", Icon: "runs", Label: "Runs"},
+	{Key: "routines", Path: "/routines", Icon: "routines", Label: "Routines"},
+	{Key: "status-cards", Path: "/status-cards", Icon: "cards", Label: "Status cards"},
+	{Key: "cases", Path: "/cases", Icon: "cases", Label: "Cases"},
+	{Key: "costs", Path: "/costs", Icon: "costs", Label: "Costs"},
 	{Key: "skills", Path: "/skills", Icon: "skills", Label: "Skills"},
 	{Key: "folders", Path: "/folders", Icon: "folders", Label: "Folders"},
 	{Key: "members", Path: "/members", Icon: "members", Label: "Members"},
-	{Key: "routines", Path: "/routines", Icon: "routines", Label: "Routines"},
-	{Key: "costs", Path: "/costs", Icon: "costs", Label: "Costs"},
-	{Key: "inbox", Path: "/inbox", Icon: "inbox", Label: "Inbox", Badge: "/inbox/badge"},
-	{Key: "status-cards", Path: "/status-cards", Icon: "cards", Label: "Status cards"},
-	{Key: "cases", Path: "/cases", Icon: "cases", Label: "Cases"},
 	{Key: "activity", Path: "/activity", Icon: "activity", Label: "Activity"},
-	{Key: "agents", Path: "/agents", Icon: "agents", Label: "Agents"},
-	{Key: "runs", Path: "/runs", Icon: "runs", Label: "Runs"},
 }
 
 // instanceNav lists the instance's pages (plugins, adapters, settings) below the companies
 // link; the API refuses them to anyone but an instance admin.
 var instanceNav = []navItem{
-	{Key: "instance-settings", Path: "/instance/settings", Icon: "settings", Label: "Instance settings"},
 	{Key: "plugins", Path: "/instance/plugins", Icon: "plugins", Label: "Plugins"},
 	{Key: "adapters", Path: "/instance/adapters", Icon: "adapters", Label: "Adapters"},
+	{Key: "instance-settings", Path: "/instance/settings", Icon: "settings", Label: "Instance settings"},
 }
