@@ -13,7 +13,9 @@ import (
 func TestReadCacheTokens(t *testing.T) {
 	t.Parallel()
 	c := NewReadCache(nil)
-	entry := func(body string) *CachedRead { return &CachedRead{Status: 200, Body: []byte(body), ETag: ETagOf([]byte(body))} }
+	entry := func(body string) *CachedRead {
+		return &CachedRead{Status: 200, Body: []byte(body), ETag: ETagOf([]byte(body))}
+	}
 
 	hit, tok := c.Get("a", "k")
 	require.Nil(t, hit)
