@@ -250,7 +250,9 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	go h.manager.run(reconcileCtx, cfg.ReconcileInterval)
 	// The read cache serves once it listens for other nodes' writes, on a connection of
 	// its own beside the kernel's pool.
-	go h.Kernel.ReadCache.Run(reconcileCtx, h.Kernel.Pool)
+	if !cfg.DisableReadCache {
+		go h.Kernel.ReadCache.Run(reconcileCtx, h.Kernel.Pool)
+	}
 	// River's start (leader election, producers) takes a noticeable slice of start-up and
 	// nothing needs it before the API answers: jobs enqueued meanwhile wait in their table.
 	// A queue that cannot start stops keel through Served.
