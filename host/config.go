@@ -60,6 +60,9 @@ type Config struct {
 	HealthInterval time.Duration
 	// RestartMin is the first restart backoff of a crashed extension (250ms).
 	RestartMin time.Duration
+	// DisableReadCache makes every cacheable extension read go to its extension
+	// (SERVICE_READ_CACHE=false); benchmarks of the reads' queries set it.
+	DisableReadCache bool
 	// ExtensionGOMAXPROCS is the GOMAXPROCS of process extensions (SERVICE_EXTENSION_GOMAXPROCS,
 	// default 1; 0 in the environment, or a negative value here, leaves Go's default).
 	ExtensionGOMAXPROCS int
@@ -165,6 +168,13 @@ func ConfigFromEnv() (Config, error) {
 			errs = append(errs, fmt.Errorf("SERVICE_ENABLE_COMPANY_DELETION=%q is not a boolean", v))
 		}
 		c.EnableCompanyDeletion = b
+	}
+	if v := os.Getenv("SERVICE_READ_CACHE"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("SERVICE_READ_CACHE=%q is not a boolean", v))
+		}
+		c.DisableReadCache = err == nil && !b
 	}
 	if v := os.Getenv("SERVICE_EXTENSION_GOMAXPROCS"); v != "" {
 		n, err := strconv.Atoi(v)

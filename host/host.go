@@ -155,7 +155,8 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 		RestartMin: cfg.RestartMin, ExtensionGOMAXPROCS: cfg.ExtensionGOMAXPROCS, AgentUser: cfg.AgentUser, Logger: logger.Named("supervisor"),
 		Metrics: h.metrics,
 	}, hostsvc.Deps{}, &dbProvisioner{pool: h.Kernel.Pool, secret: h.Kernel.InstanceSecret(), instanceID: h.Kernel.InstanceID()}, h.wasm)
-	h.Queue, err = queue.New(queue.Config{Pool: h.Kernel.Pool, Extensions: h.Supervisor, Logger: logger.Named("queue"), Metrics: h.metrics})
+	h.Queue, err = queue.New(queue.Config{Pool: h.Kernel.Pool, Extensions: h.Supervisor, Logger: logger.Named("queue"), Metrics: h.metrics,
+		Worked: h.Kernel.ReadCache.Invalidate})
 	if err != nil {
 		return nil, err
 	}
@@ -247,6 +248,11 @@ func Start(ctx context.Context, cfg Config, logger hclog.Logger) (h *Host, err e
 	reconcileCtx, stopReconcile := context.WithCancel(context.Background())
 	h.stopReconcile = stopReconcile
 	go h.manager.run(reconcileCtx, cfg.ReconcileInterval)
+	// The read cache serves once it listens for other nodes' writes, on a connection of
+	// its own beside the kernel's pool.
+	if !cfg.DisableReadCache {
+		go h.Kernel.ReadCache.Run(reconcileCtx, h.Kernel.Pool)
+	}
 	// River's start (leader election, producers) takes a noticeable slice of start-up and
 	// nothing needs it before the API answers: jobs enqueued meanwhile wait in their table.
 	// A queue that cannot start stops keel through Served.

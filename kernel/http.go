@@ -91,6 +91,11 @@ func (k *Kernel) Dispatch(c *fiber.Ctx) error {
 		}
 	}
 	c.SetUserContext(WithActor(ctx, actor))
+	if IsWriteMethod(c.Method()) {
+		// Whatever the write changed, cached reads of its company (of every company when
+		// the route names none) are forgotten before its answer leaves.
+		defer k.ReadCache.Invalidate(rc.CompanyID)
+	}
 	if honoursIdempotencyKey(c, route) {
 		if err := k.serveIdempotent(c, rc); err != nil {
 			return WriteError(c, err)

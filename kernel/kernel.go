@@ -160,6 +160,10 @@ type Kernel struct {
 
 	// feed wakes this node's company event streams (activity_stream.go).
 	feed *activityFeed
+
+	// ReadCache keeps the answers of cacheable extension reads (readcache.go); it serves
+	// nothing until the host runs it.
+	ReadCache *ReadCache
 }
 
 // New connects to the database at dsn, applies the kernel migrations and registers the
@@ -194,6 +198,7 @@ func New(ctx context.Context, dsn string, cfg Config) (*Kernel, error) {
 		Pool:      pool,
 		SQL:       sqlDB,
 		DB:        bun.NewDB(sqlDB, pgdialect.New()),
+		ReadCache: NewReadCache(cfg.Logger),
 		Routes:    NewRouteTable(),
 		startedAt: time.Now(),
 		feed:      newActivityFeed(),

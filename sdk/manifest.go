@@ -229,6 +229,12 @@ type Route struct {
 	// TimeoutSec raises the host's bound on one request of this route (default the host's
 	// request timeout, 60 s), for routes that do long work such as company imports.
 	TimeoutSec int `json:"timeoutSec,omitempty" jsonschema:"minimum=1,maximum=3600"`
+	// Cache lets the host keep this GET route's 200 answers per company, path, query and
+	// actor, and answer repeats itself (with an ETag) until a write invalidates the company.
+	// Only for a route whose company the kernel resolves, whose answer depends on nothing
+	// else, and whose data changes only in requests, calls, jobs and events the host
+	// delivers (never in the extension's own background work).
+	Cache bool `json:"cache,omitempty"`
 }
 
 // QueryParam is one query parameter of a route.

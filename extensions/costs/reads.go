@@ -13,7 +13,7 @@ func init() {
 	addRoutes(
 		route{Method: "GET", Path: "/api/companies/{companyId}/costs/summary", Query: costRangeQuery{}, Response: new(map[string]any), CompanyFromPath: true,
 			Summary: "Billed spend over from..to (ISO date-times, both optional; all time when omitted) against the monthly budget",
-			Handle:  handleCostSummary},
+			Cache:   true, Handle: handleCostSummary},
 		route{Method: "GET", Path: "/api/companies/{companyId}/costs/by-agent", Query: costRangeQuery{}, Response: new([]map[string]any), CompanyFromPath: true,
 			Summary: "Spend and tokens per agent over from..to", Handle: breakdownHandler(breakdownByAgent)},
 		route{Method: "GET", Path: "/api/companies/{companyId}/costs/by-agent-model", Query: costRangeQuery{}, Response: new([]map[string]any), CompanyFromPath: true,

@@ -146,9 +146,9 @@ func init() {
 			Summary: "List a company's issues (filters status, assigneeAgentId ('null' = unassigned), assigneeUserId, projectId, " +
 				"parentId, goalId, labelId, q, originKind, originKindPrefix, originId, includeRoutineExecutions; sortField " +
 				"updatedAt|createdAt|priority|status, sortDir; limit 1-500 default 50, offset)",
-			Handle: (*Work).issueListRoute},
+			Cache: true, Handle: (*Work).issueListRoute},
 		route{Method: "GET", Path: "/api/companies/{companyId}/issues/count", Query: issueListQuery{}, Response: new(map[string]int), CompanyFromPath: true,
-			Summary: "Count a company's issues with the list filters", Handle: (*Work).issueCountRoute},
+			Summary: "Count a company's issues with the list filters", Cache: true, Handle: (*Work).issueCountRoute},
 		route{Method: "GET", Path: "/api/issues/{id}", Response: new(IssueDetail),
 			Summary: "Get an issue by UUID or identifier with labels, blockers, blocked issues, ancestors, project and goal",
 			Handle:  (*Work).issueGetRoute},

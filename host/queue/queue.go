@@ -83,6 +83,9 @@ type Queue struct {
 	pool   *pgxpool.Pool
 	m      *metrics.Metrics
 	runs   RunRecorder
+	// worked is told, after a job or an event delivery, which company it may have changed
+	// ("" for any).
+	worked func(companyID string)
 }
 
 // SetRunRecorder sets where extension job runs are recorded (nil records nothing).
@@ -99,6 +102,10 @@ type Config struct {
 	FetchPoll time.Duration
 	// Metrics records job latency (nil records nothing).
 	Metrics *metrics.Metrics
+	// Worked is called after each job (with "") and each event delivery (with the event's
+	// company) that reached an extension, which may have written data: the host forgets
+	// the cached reads it may have changed. Nil calls nothing.
+	Worked func(companyID string)
 }
 
 // Migrate applies River's migrations in its own schema; safe to re-run and to race.
@@ -133,7 +140,7 @@ func New(cfg Config) (*Queue, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	q := &Queue{exts: cfg.Extensions, log: cfg.Logger, pool: cfg.Pool, m: cfg.Metrics}
+	q := &Queue{exts: cfg.Extensions, log: cfg.Logger, pool: cfg.Pool, m: cfg.Metrics, worked: cfg.Worked}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &extensionJobWorker{q: q})
 	river.AddWorker(workers, river.WorkFunc(q.workEvent))
@@ -396,6 +403,9 @@ func (q *Queue) workJob(ctx context.Context, job *river.Job[JobArgs]) (err error
 		return fmt.Errorf("job %s of %s: %w", job.Args.Key, job.Args.Extension, err)
 	}
 	defer release()
+	if q.worked != nil {
+		defer q.worked("")
+	}
 	res, err := c.RunJob(ctx, &extensionv1.RunJobRequest{JobKey: job.Args.Key, ArgsJson: job.Args.Args, Attempt: int32(job.Attempt), JobId: fmt.Sprint(job.ID)})
 	if err != nil {
 		return fmt.Errorf("job %s of %s: %w", job.Args.Key, job.Args.Extension, err)
@@ -415,6 +425,9 @@ func (q *Queue) workEvent(ctx context.Context, job *river.Job[EventArgs]) (err e
 		return fmt.Errorf("delivering %s to %s: %w", a.Type, a.Extension, err)
 	}
 	defer release()
+	if q.worked != nil {
+		defer q.worked(a.CompanyID)
+	}
 	res, err := c.OnEvent(ctx, &extensionv1.Event{Id: a.EventID, Type: a.Type, CompanyId: a.CompanyID, PayloadJson: a.Payload,
 		OccurredAt: a.OccurredAt.UTC().Format(time.RFC3339Nano), Source: a.Source})
 	if err != nil {

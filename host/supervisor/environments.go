@@ -81,6 +81,7 @@ func (s *Supervisor) invokeEnvironments(ctx context.Context, req *hostv1.InvokeR
 		if apiErr != nil {
 			return fail(apiErr.Status, apiErr.Code, apiErr.Message)
 		}
+		defer s.k.ReadCache.Invalidate(req.CompanyId)
 		start := time.Now()
 		res, err := client.Call(ctx, &extensionv1.CallRequest{Method: in.Method, InputJson: in.Input, Actor: req.Actor, Caller: "host", CompanyId: req.CompanyId})
 		s.cfg.Metrics.ObserveHop(m.key, "call", time.Since(start), err)

@@ -144,6 +144,7 @@ func (m *managed) setEnabled(on bool) {
 // ready to start on first use. Enabling one that is in error restarts it at once instead of
 // waiting for its backoff.
 func (s *Supervisor) Enable(ctx context.Context, key string, mv Move) error {
+	defer s.k.ReadCache.Invalidate("") // the extension's answers may change
 	m := s.get(key)
 	if m == nil {
 		return ErrNotLoaded
@@ -183,6 +184,7 @@ func (s *Supervisor) Enable(ctx context.Context, key string, mv Move) error {
 // extension_disabled, its calls, jobs and events are refused, its config is kept. Requests
 // already in flight finish first (up to the request timeout).
 func (s *Supervisor) Disable(ctx context.Context, key string, mv Move) error {
+	defer s.k.ReadCache.Invalidate("") // the extension's answers may change
 	m := s.get(key)
 	if m == nil {
 		return ErrNotLoaded
@@ -350,6 +352,7 @@ func (s *Supervisor) Upgrade(ctx context.Context, key string, src *Source, appro
 	s.mu.Unlock()
 	old.quiet.Store(true)
 	old.successor.Store(next)
+	s.k.ReadCache.Invalidate("") // the new version may answer differently
 	if !mv.Follow {
 		if _, err := s.k.ExtensionUpsert(ctx, &kernel.ExtensionUpsertParams{
 			Key: key, Version: mf.Version, Kind: mf.Kind, Runtime: mf.Runtime.Kind, Source: src.origin(), Path: src.Dir,
@@ -428,6 +431,7 @@ func (m *managed) healthCheck(ctx context.Context) error {
 // gets the reserved call ConfigChangedMethod, a wasm module is configured again. An
 // extension that is not running gets it at its next start.
 func (s *Supervisor) Reconfigure(ctx context.Context, key string, config json.RawMessage, mv Move) error {
+	defer s.k.ReadCache.Invalidate("") // the extension's answers may change
 	m := s.get(key)
 	if m == nil {
 		return ErrNotLoaded

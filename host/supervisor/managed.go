@@ -265,6 +265,7 @@ func (m *managed) launchWasm(ctx context.Context, configure *extensionv1.Configu
 	}
 	m.wasm, m.client = mod, mod
 	m.mu.Unlock()
+	m.s.k.ReadCache.Invalidate("") // a (re)started extension may answer differently
 	return nil
 }
 
@@ -385,6 +386,7 @@ func (m *managed) launchProcess(ctx context.Context, configure *extensionv1.Conf
 		m.pid = cmd.Process.Pid
 	}
 	m.mu.Unlock()
+	m.s.k.ReadCache.Invalidate("") // a (re)started extension may answer differently
 	return nil
 }
 

@@ -1,10 +1,12 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,7 +43,8 @@ func (s *Supervisor) routesFor(m *managed) []*kernel.Route {
 		if r.Company != nil {
 			route.CompanyFrom, route.CompanyKey = r.Company.From, r.Company.Key
 		}
-		route.Handler = s.forward(m, route.Method+" "+route.Pattern, time.Duration(r.TimeoutSec)*time.Second)
+		cacheable := r.Cache && r.Method == http.MethodGet && route.CompanyFrom != kernel.CompanyFromNone
+		route.Handler = s.forward(m, route.Method+" "+route.Pattern, time.Duration(r.TimeoutSec)*time.Second, cacheable)
 		out = append(out, route)
 	}
 	return out
@@ -81,10 +84,92 @@ func lostInFlight(key string) *kernel.APIError {
 const retryHint = "Retrying with the same Idempotency-Key header is safe: it answers the original outcome or performs the request once"
 
 // forward serves a route by one Handle call to the owning extension, bounded by the host's
-// request timeout or the route's own longer one.
-func (s *Supervisor) forward(m *managed, pattern string, routeTimeout time.Duration) kernel.HandlerFunc {
+// request timeout or the route's own longer one. A cacheable route's answers are kept in
+// the kernel's read cache (kernel.ReadCache) and carry an ETag.
+func (s *Supervisor) forward(m *managed, pattern string, routeTimeout time.Duration, cacheable bool) kernel.HandlerFunc {
 	timeout := max(s.cfg.RequestTimeout, routeTimeout)
+	handle := s.handle(m, pattern, timeout)
+	if !cacheable {
+		return func(c *fiber.Ctx, rc *kernel.RequestContext) error {
+			_, err := handle(c, rc)
+			return err
+		}
+	}
 	return func(c *fiber.Ctx, rc *kernel.RequestContext) error {
+		if rc.CompanyID == "" {
+			_, err := handle(c, rc)
+			return err
+		}
+		cache := s.k.ReadCache
+		key := readCacheKey(c, rc, pattern)
+		hit, tok := cache.Get(rc.CompanyID, key)
+		if hit != nil {
+			return sendCached(c, hit)
+		}
+		res, err := handle(c, rc)
+		if err != nil || res == nil || (res.Status != 0 && res.Status != http.StatusOK) {
+			return err
+		}
+		e := &kernel.CachedRead{Status: http.StatusOK, Body: bytes.Clone(res.Body)}
+		for k, hv := range res.Headers {
+			for _, v := range hv.Values {
+				e.Headers = append(e.Headers, [2]string{k, v})
+			}
+		}
+		e.ETag = kernel.ETagOf(e.Body)
+		cache.Put(rc.CompanyID, key, tok, e)
+		c.Set(fiber.HeaderETag, e.ETag)
+		if kernel.ETagMatches(c.Get(fiber.HeaderIfNoneMatch), e.ETag) {
+			c.Response().ResetBody()
+			c.Status(http.StatusNotModified)
+		}
+		return nil
+	}
+}
+
+// readCacheKey names a cacheable read: its route, path and query, and the actor it is
+// answered for (an answer is never served to another actor).
+func readCacheKey(c *fiber.Ctx, rc *kernel.RequestContext, pattern string) string {
+	a := rc.Actor
+	var b strings.Builder
+	b.Grow(256)
+	b.WriteString(pattern)
+	b.WriteByte(0)
+	b.WriteString(c.Path())
+	b.WriteByte('?')
+	b.Write(c.Request().URI().QueryString())
+	if a != nil {
+		for _, v := range []string{string(a.Type), a.UserID, a.AgentID, a.CompanyID, a.RunID, a.Source, a.KeyID, a.KeyScope,
+			strconv.FormatBool(a.IsInstanceAdmin), strconv.FormatBool(a.CanWriteCompany(rc.CompanyID))} {
+			b.WriteByte(0)
+			b.WriteString(v)
+		}
+	}
+	return b.String()
+}
+
+// sendCached answers a request from the read cache (304 when the client holds the same
+// answer).
+func sendCached(c *fiber.Ctx, e *kernel.CachedRead) error {
+	for i, h := range e.Headers {
+		if i == 0 || e.Headers[i-1][0] != h[0] {
+			c.Set(h[0], h[1])
+		} else {
+			c.Response().Header.Add(h[0], h[1])
+		}
+	}
+	c.Set(fiber.HeaderETag, e.ETag)
+	if kernel.ETagMatches(c.Get(fiber.HeaderIfNoneMatch), e.ETag) {
+		c.Status(http.StatusNotModified)
+		return nil
+	}
+	c.Status(e.Status)
+	return c.Send(e.Body)
+}
+
+// handle forwards a request to the extension and writes its answer, which it returns.
+func (s *Supervisor) handle(m *managed, pattern string, timeout time.Duration) func(c *fiber.Ctx, rc *kernel.RequestContext) (*extensionv1.HTTPResponse, error) {
+	return func(c *fiber.Ctx, rc *kernel.RequestContext) (*extensionv1.HTTPResponse, error) {
 		m := m.enter()
 		defer m.release()
 		client, apiErr := s.clientFor(c.UserContext(), m)
@@ -92,7 +177,7 @@ func (s *Supervisor) forward(m *managed, pattern string, routeTimeout time.Durat
 			if apiErr.Status == http.StatusServiceUnavailable && apiErr.Code != "extension_disabled" {
 				c.Set(fiber.HeaderRetryAfter, "1")
 			}
-			return apiErr
+			return nil, apiErr
 		}
 		req := &extensionv1.HTTPRequest{
 			Method: c.Method(), Path: c.Path(), Pattern: pattern, Params: rc.Params,
@@ -127,7 +212,7 @@ func (s *Supervisor) forward(m *managed, pattern string, routeTimeout time.Durat
 				case "extension_unavailable":
 					c.Set(fiber.HeaderRetryAfter, "1")
 					if c.Method() != fiber.MethodGet {
-						return lostInFlight(m.key)
+						return nil, lostInFlight(m.key)
 					}
 				case "extension_timeout":
 					if c.Method() != fiber.MethodGet {
@@ -135,7 +220,7 @@ func (s *Supervisor) forward(m *managed, pattern string, routeTimeout time.Durat
 					}
 				}
 			}
-			return err
+			return nil, err
 		}
 		for k, hv := range res.Headers {
 			for i, v := range hv.Values {
@@ -151,7 +236,7 @@ func (s *Supervisor) forward(m *managed, pattern string, routeTimeout time.Durat
 			st = http.StatusOK
 		}
 		c.Status(st)
-		return c.Send(res.Body)
+		return res, c.Send(res.Body)
 	}
 }
 

@@ -46,7 +46,9 @@ type Route[E any] struct {
 	Errors []int
 	// TimeoutSec raises the host's request timeout for this route (sdk.Route.TimeoutSec).
 	TimeoutSec int
-	Handle     func(e E, rw http.ResponseWriter, r *http.Request)
+	// Cache lets the host answer repeats of this GET from its read cache (sdk.Route.Cache).
+	Cache  bool
+	Handle func(e E, rw http.ResponseWriter, r *http.Request)
 }
 
 // Method is one provided method.
@@ -135,7 +137,7 @@ func (t *Table[E]) Manifest(base *sdk.Manifest) *sdk.Manifest {
 				sr.RequestSchema = b
 			}
 		}
-		sr.Status, sr.Errors, sr.TimeoutSec = rt.Status, rt.Errors, rt.TimeoutSec
+		sr.Status, sr.Errors, sr.TimeoutSec, sr.Cache = rt.Status, rt.Errors, rt.TimeoutSec, rt.Cache
 		if rt.Response != nil {
 			sr.ResponseSchema = ResponseSchema(rt.Response)
 		}
