@@ -116,11 +116,21 @@ func (b *chrome) call(method, path string, body any) map[string]any {
 // callStatus makes an API request and decodes the answer into out, returning its status.
 func (b *chrome) callStatus(method, path string, body, out any) int {
 	b.t.Helper()
+	return b.callStatusAs(method, path, body, out, "")
+}
+
+// callStatusAs is callStatus with an Authorization header (none when empty, so the
+// browser user's session applies).
+func (b *chrome) callStatusAs(method, path string, body, out any, authorization string) int {
+	b.t.Helper()
 	buf, err := json.Marshal(body)
 	require.NoError(b.t, err)
 	req, err := http.NewRequest(method, b.h.URL+path, bytes.NewReader(buf))
 	require.NoError(b.t, err)
 	req.Header.Set("Content-Type", "application/json")
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
 	res, err := b.api.Do(req)
 	require.NoError(b.t, err)
 	defer res.Body.Close()

@@ -49,21 +49,50 @@ func TestBrowserLiveComment(t *testing.T) {
 	require.Equal(t, 1, strings.Count(text, "Posted by the API, seen live"), text)
 }
 
-// TestBrowserPages opens each main page in Chromium at 1280×800 with a company that has an
-// issue and a comment, runs axe-core's WCAG 2 A/AA rules over it, and writes its screenshot
-// for the README (docs/screenshots).
+// TestBrowserPages opens every main page in Chromium at 1280×800 with a small company (two
+// agents, three issues, a comment, a routine, a finished run), runs axe-core's WCAG 2 A/AA
+// rules over each, and writes each page's screenshot for the README (docs/screenshots).
 func TestBrowserPages(t *testing.T) {
 	b := newChrome(t)
 	co := b.call("POST", "/api/companies", map[string]any{"name": "Acme Robotics"})["id"].(string)
+	ceo := b.call("POST", "/api/companies/"+co+"/agents", map[string]any{"name": "Ada", "role": "ceo", "title": "Chief executive",
+		"adapterType": "process", "adapterConfig": map[string]any{"command": "/bin/echo", "args": []string{"planning the week"}}})["id"].(string)
+	b.call("POST", "/api/companies/"+co+"/agents", map[string]any{"name": "Linus", "role": "engineer", "reportsTo": ceo,
+		"adapterType": "process", "adapterConfig": map[string]any{"command": "/bin/echo", "args": []string{"on it"}}})
 	issueID := b.call("POST", "/api/companies/"+co+"/issues", map[string]any{"title": "Ship the arm controller",
-		"description": "The controller needs its safety interlock before the demo."})["id"].(string)
+		"description": "The controller needs its safety interlock before the demo.", "status": "in_progress", "assigneeAgentId": ceo})["id"].(string)
 	b.call("POST", "/api/companies/"+co+"/issues", map[string]any{"title": "Order servo motors", "status": "todo"})
+	b.call("POST", "/api/companies/"+co+"/issues", map[string]any{"title": "Calibrate the gripper", "status": "backlog"})
 	b.call("POST", "/api/issues/"+issueID+"/comments", map[string]any{"body": "Interlock wiring is done; firmware next."})
+	b.call("POST", "/api/companies/"+co+"/routines", map[string]any{"title": "Weekly planning", "assigneeAgentId": ceo})
+	run := b.call("POST", "/api/agents/"+ceo+"/heartbeat/invoke", map[string]any{})["id"].(string)
+	sdktest.WaitFor(t, 2*time.Minute, func() bool {
+		var r map[string]any
+		b.callStatus("GET", "/api/heartbeat-runs/"+run, nil, &r)
+		return r["status"] == "succeeded"
+	}, "the CEO's run to succeed")
 	for _, p := range []struct{ name, path, ready string }{
 		{"companies", "/companies", "main h1"},
 		{"dashboard", "/c/" + co, "main h1"},
+		{"inbox", "/c/" + co + "/inbox", "main h1"},
 		{"issues", "/c/" + co + "/issues", "main h1"},
+		{"issue-board", "/c/" + co + "/issues/board", "main h1"},
 		{"issue", "/c/" + co + "/issues/" + issueID, "#issue-live"},
+		{"agents", "/c/" + co + "/agents", "main h1"},
+		{"agent", "/c/" + co + "/agents/" + ceo, "main h1"},
+		{"runs", "/c/" + co + "/runs", "main h1"},
+		{"run", "/c/" + co + "/runs/" + run, "main h1"},
+		{"routines", "/c/" + co + "/routines", "main h1"},
+		{"costs", "/c/" + co + "/costs", "main h1"},
+		{"cases", "/c/" + co + "/cases", "main h1"},
+		{"status-cards", "/c/" + co + "/status-cards", "main h1"},
+		{"skills", "/c/" + co + "/skills", "main h1"},
+		{"folders", "/c/" + co + "/folders", "main h1"},
+		{"members", "/c/" + co + "/members", "main h1"},
+		{"activity", "/c/" + co + "/activity", "main h1"},
+		{"plugins", "/instance/plugins", "main h1"},
+		{"adapters", "/instance/adapters", "main h1"},
+		{"instance-settings", "/instance/settings", "main h1"},
 	} {
 		b.open(p.path, p.ready)
 		b.checkAccessibility(p.name)

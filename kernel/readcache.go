@@ -27,6 +27,11 @@ const (
 	readCacheMaxEntry = 1 << 20
 )
 
+// readCacheTTL bounds how long an answer is served without a write to its company: answers
+// that depend on the clock (this month's spend) or on a change no invalidation reported
+// are at most this old.
+const readCacheTTL = 30 * time.Second
+
 // announceDelay is how long announce gathers invalidations before it sends them.
 const announceDelay = time.Millisecond
 
@@ -39,7 +44,7 @@ const notifyPayloadMax = 7000
 // touched before its answer leaves (a write with no company, a job and a company-less call
 // invalidate every company), and is announced to the other nodes on ReadCacheChannel; a node
 // that is not listening on that channel serves no cached read, and empties the cache when it
-// listens again.
+// listens again. No answer is served longer than readCacheTTL after it was stored.
 type ReadCache struct {
 	node string
 	log  hclog.Logger
@@ -70,6 +75,8 @@ type CachedRead struct {
 	Headers [][2]string
 	Body    []byte
 	ETag    string
+	// stored is when Put kept it.
+	stored time.Time
 }
 
 // ReadToken is what a read learned before it asked the owner: its answer is stored only if
@@ -101,7 +108,7 @@ func (c *ReadCache) Get(company, key string) (*CachedRead, ReadToken) {
 	if !c.listening {
 		return nil, ReadToken{}
 	}
-	if e := c.companies[company][key]; e != nil {
+	if e := c.companies[company][key]; e != nil && time.Since(e.stored) < readCacheTTL {
 		c.hits.Add(1)
 		return e, ReadToken{}
 	}
@@ -128,6 +135,7 @@ func (c *ReadCache) Put(company, key string, tok ReadToken, e *CachedRead) {
 	if old := m[key]; old != nil {
 		c.bytes -= len(old.Body)
 	}
+	e.stored = time.Now()
 	m[key] = e
 	c.bytes += len(e.Body)
 	for id, entries := range c.companies { // over budget: drop whole companies, any order
