@@ -263,7 +263,7 @@ func TestBoardAgents(t *testing.T) {
 		require.Equal(t, http.StatusOK, p.Status, p.Body)
 		requireSafePage(t, p)
 		require.Contains(t, p.Body, `id="run-`+runID+`"`)
-		require.Contains(t, p.Body, `sse-connect="/api/companies/`+co+`/events?entityType=heartbeat_run"`)
+		require.Contains(t, p.Body, `sse-connect="/api/companies/`+co+`/events?entityType=heartbeat_run&amp;since=`)
 		// The list re-fetches itself on run events: the fragment alone, with its filters.
 		p = b.get("/c/"+co+"/runs?agentId="+eng, "HX-Request", "true")
 		require.Equal(t, http.StatusOK, p.Status, p.Body)

@@ -193,7 +193,7 @@ func TestBoardLocalTrusted(t *testing.T) {
 		require.Equal(t, http.StatusOK, p.Status, p.Body)
 		requireSafePage(t, p)
 		require.Contains(t, p.Body, "Wire the flux capacitor")
-		require.Contains(t, p.Body, `sse-connect="/api/companies/`+co+`/events?entityType=issue"`)
+		require.Contains(t, p.Body, `sse-connect="/api/companies/`+co+`/events?entityType=issue&amp;since=`)
 		require.Contains(t, p.Body, `hx-trigger="sse:message throttle:1s"`)
 		for _, name := range []string{"q", "status", "assigneeAgentId", "assigneeUserId", "projectId", "goalId", "labelId",
 			"parentId", "originKind", "originKindPrefix", "originId", "routineExecutions", "sortField", "sortDir", "limit"} {
@@ -232,7 +232,7 @@ func TestBoardLocalTrusted(t *testing.T) {
 		requireSafePage(t, p)
 		for _, want := range []string{"Wire the flux capacitor", "About Wire the flux capacitor", "First comment from the API",
 			"Add a comment", "Blockers", "Documents", "Runs", `name="status"`, `name="assigneeAgentId"`,
-			`sse-connect="/api/companies/` + co + `/events?entityType=issue&amp;entityId=` + issueID + `"`} {
+			`sse-connect="/api/companies/` + co + `/events?entityType=issue&amp;entityId=` + issueID + `&amp;since=`} {
 			require.Contains(t, p.Body, want)
 		}
 	})

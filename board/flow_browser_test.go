@@ -85,6 +85,22 @@ func TestBrowserBoardFlow(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#n-title"), "Ship the arm controller"),
 		chromedp.SetValue(chromedp.CSS("#n-agent"), agentID), chromedp.Submit(chromedp.CSS("#n-title")),
 		chromedp.WaitVisible(chromedp.CSS("#issue-live")))
+	if os.Getenv("KEEL_FLOW_DEBUG") != "" { // what the run engine did, for a run that never shows
+		for i := 0; i < 30; i++ {
+			var runs []map[string]any
+			var ag, wake map[string]any
+			b.callStatus("GET", "/api/companies/"+co+"/heartbeat-runs?agentId="+agentID, nil, &runs)
+			b.callStatus("GET", "/api/agents/"+agentID, nil, &ag)
+			b.callStatus("GET", "/api/companies/"+co+"/activity?limit=20", nil, &wake)
+			t.Logf("runs=%v agent.status=%v", runs, ag["status"])
+			time.Sleep(2 * time.Second)
+		}
+		var act []map[string]any
+		b.callStatus("GET", "/api/companies/"+co+"/activity?limit=30", nil, &act)
+		for _, a := range act {
+			t.Logf("activity %v %v %v", a["action"], a["entityType"], a["details"])
+		}
+	}
 	b.do(chromedp.WaitVisible(chromedp.Search(`//*[@id="issue-status" and normalize-space()="in_progress"]`)))
 	b.checkAccessibility("issue")
 
@@ -149,10 +165,20 @@ func TestBrowserBoardFlow(t *testing.T) {
 	b.checkAccessibility("plugins")
 	b.do(chromedp.SendKeys(chromedp.CSS("#pl-package"), dir), chromedp.Click(chromedp.CSS("#pl-path")),
 		chromedp.Submit(chromedp.CSS("#pl-package")))
-	sdktest.WaitFor(t, 2*time.Minute, func() bool {
+	ready := func() bool {
 		var p map[string]any
 		return b.callStatus("GET", "/api/plugins/example.ui_slots", nil, &p) == 200 && p["status"] == "ready"
-	}, "the plugin installed on the board to be ready")
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for !ready() {
+		if time.Now().After(deadline) {
+			page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+			var list any
+			b.callStatus("GET", "/api/plugins?manifest=false", nil, &list)
+			t.Fatalf("the plugin installed on the board is not ready; the page shows:\n%s\nplugins: %v", page, list)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	b.open("/c/"+co, "main h1")
 	b.do(chromedp.Click(chromedp.Search(`//nav//a[contains(., "UI example")]`)),
 		chromedp.WaitVisible(chromedp.CSS("#ui-greeting")))

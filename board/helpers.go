@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/a-h/templ"
 )
@@ -84,4 +86,16 @@ func templJoin(cs ...templ.Component) templ.Component {
 		}
 		return nil
 	})
+}
+
+// liveEvents is the URL of the company event stream a page follows, filtered by query. It
+// starts ten seconds before the page was rendered (since), so an entry written between the
+// page reading its data and its browser opening the stream still refreshes the page; an
+// entry the page already shows only costs one extra fetch of its fragment.
+func liveEvents(companyID, query string) string {
+	u := "/api/companies/" + companyID + "/events?"
+	if query != "" {
+		u += query + "&"
+	}
+	return u + "since=" + url.QueryEscape(time.Now().Add(-10*time.Second).UTC().Format(time.RFC3339Nano))
 }

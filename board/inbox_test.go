@@ -57,7 +57,7 @@ func testInbox(t *testing.T, h *sdktest.Host, co string) {
 	require.Equal(t, http.StatusOK, p.Status, p.Body)
 	requireSafePage(t, p)
 	for _, want := range []string{"Ship the release", "Hire a designer", "Raise the budget", `href="/c/` + co + `/inbox"`,
-		`sse-connect="/api/companies/` + co + `/events?entityType=approval"`, `sse-connect="/api/companies/` + co + `/events?entityType=decision"`,
+		`sse-connect="/api/companies/` + co + `/events?entityType=approval&amp;since=`, `sse-connect="/api/companies/` + co + `/events?entityType=decision&amp;since=`,
 		`name="decisionNote"`, `value="approve"`, `value="reject"`, `name="snooze"`, `hx-get="/c/` + co + `/inbox/badge"`} {
 		require.Contains(t, p.Body, want)
 	}

@@ -267,7 +267,7 @@ func TestBoardPeopleLocal(t *testing.T) {
 		b := newBrowser(t, h.URL)
 		p := b.get("/c/" + co + "/members")
 		require.Contains(t, p.Body, "Outsider")
-		require.Contains(t, p.Body, `sse-connect="/api/companies/`+co+`/events?entityType=join_request"`)
+		require.Contains(t, p.Body, `sse-connect="/api/companies/`+co+`/events?entityType=join_request&amp;since=`)
 		tok := p.csrf(t)
 		// The section the page re-fetches on a join request event.
 		f := b.get("/c/"+co+"/members/join-requests", "HX-Request", "true")

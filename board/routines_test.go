@@ -49,7 +49,7 @@ func testRoutines(t *testing.T, h *sdktest.Host, co string) {
 	require.Contains(t, p.Body, "<h1>Weekly report</h1>")
 	require.Contains(t, p.Body, `<option value="always_enqueue" selected>`)
 	require.Contains(t, p.Body, "No runs yet.")
-	require.Contains(t, p.Body, `sse-connect="/api/companies/`+co+`/events?entityType=routine_run"`)
+	require.Contains(t, p.Body, `sse-connect="/api/companies/`+co+`/events?entityType=routine_run&amp;since=`)
 
 	// A refused create shows the API's reason on the list page.
 	p = b.post("/c/"+co+"/routines", url.Values{"_csrf": {tok}, "title": {""}})

@@ -133,7 +133,7 @@ func TestBoardWorkGraph(t *testing.T) {
 		require.Equal(t, 25+1, strings.Count(p.Body, `class="card"`), "25 cards in backlog, 1 in todo")
 		require.Contains(t, p.Body, "2 more in backlog")
 		require.Contains(t, p.Body, `href="/c/`+co+`/issues?limit=50&amp;q=Capped&amp;sortDir=desc&amp;sortField=updatedAt&amp;status=backlog"`)
-		require.Contains(t, p.Body, `sse-connect="/api/companies/`+co+`/events?entityType=issue"`)
+		require.Contains(t, p.Body, `sse-connect="/api/companies/`+co+`/events?entityType=issue&amp;since=`)
 		require.Contains(t, p.Body, `hx-trigger="sse:message throttle:1s"`)
 		require.Contains(t, p.Body, `draggable="true"`)
 		require.Regexp(t, `<script src="/assets/issues-board\.[0-9a-f]{12}\.js" defer>`, p.Body)
@@ -334,7 +334,7 @@ func TestBoardWorkGraph(t *testing.T) {
 		requireSafePage(t, p)
 		require.Contains(t, p.Body, `aria-current="page">`)
 		require.Contains(t, p.Body, "issue.created")
-		require.Contains(t, p.Body, `sse-connect="/api/companies/`+co+`/events"`)
+		require.Contains(t, p.Body, `sse-connect="/api/companies/`+co+`/events?since=`)
 		require.Contains(t, p.Body, `hx-trigger="sse:message throttle:1s"`)
 		for _, name := range []string{"entityType", "agentId", "action"} {
 			require.Contains(t, p.Body, `name="`+name+`"`)

@@ -31,6 +31,8 @@ const (
 	streamPoll = 2 * time.Second
 	// streamMinGap spaces the scans of one stream under a burst of writes.
 	streamMinGap = 150 * time.Millisecond
+	// streamSinceMax is how far back a stream's since may reach.
+	streamSinceMax = time.Hour
 	// streamPage is the page size of each scan.
 	streamPage = 500
 	// streamPing is how often an idle stream sends a comment (which notices a gone client).
@@ -111,14 +113,18 @@ func (k *Kernel) StopStreams() { k.feed.close() }
 type activityStreamRequest struct {
 	CompanyID   string
 	LastEventID string
-	EntityType  string
-	EntityID    string
-	AgentID     string
-	Action      string
+	// Since starts a stream without a resume cursor at a time instead of now.
+	Since      time.Time
+	EntityType string
+	EntityID   string
+	AgentID    string
+	Action     string
 }
 
 // Bind reads the path, the filters and the resume cursor: the Last-Event-ID header an
-// EventSource sends when it reconnects, or the lastEventId query parameter.
+// EventSource sends when it reconnects, or the lastEventId query parameter; without one,
+// since (an RFC 3339 time) starts the stream at that time instead of now, so a page can
+// ask for what was written between reading its data and opening its stream.
 //
 // The stream outlives the request, whose buffers the server reuses: every value is copied.
 func (r *activityStreamRequest) Bind(c *fiber.Ctx, rc *RequestContext) error {
@@ -135,6 +141,13 @@ func (r *activityStreamRequest) Bind(c *fiber.Ctx, rc *RequestContext) error {
 	}
 	if r.AgentID != "" && !isUUID(r.AgentID) {
 		d.add("agentId", "must be a UUID")
+	}
+	if q := c.Query("since"); q != "" {
+		t, err := time.Parse(time.RFC3339Nano, q)
+		if err != nil {
+			d.add("since", "must be an RFC 3339 time")
+		}
+		r.Since = t
 	}
 	return d.err()
 }
@@ -156,7 +169,7 @@ type activityStreamEndpoint struct{ k *Kernel }
 func (e *activityStreamEndpoint) Meta() *EndpointMeta {
 	return &EndpointMeta{Pattern: "GET /api/companies/{companyId}/events", Access: AccessEither, CompanyFrom: CompanyFromPath,
 		Summary: "Stream a company's activity as server-sent events while it is written (each event's id is the entry id and " +
-			"its data the entry); resumes after the Last-Event-ID header or lastEventId query; filters entityType, entityId, agentId, action",
+			"its data the entry); resumes after the Last-Event-ID header or lastEventId query, or starts at since (RFC 3339, at most an hour back); filters entityType, entityId, agentId, action",
 		Errors: []int{http.StatusTooManyRequests}}
 }
 
@@ -172,6 +185,14 @@ func (e *activityStreamEndpoint) Execute(ctx context.Context, req *activityStrea
 			return nil, Internal(fmt.Errorf("error resuming the event stream of company %s: %w", req.CompanyID, err))
 		}
 		s.resumeID = req.LastEventID
+	} else if !req.Since.IsZero() {
+		// At most streamSinceMax back: a page reconnecting long after it was rendered
+		// does not replay the company's whole day.
+		s.cursor = req.Since
+		if floor := time.Now().Add(-streamSinceMax); s.cursor.Before(floor) {
+			s.cursor = floor
+		}
+		s.notBefore = s.cursor
 	} else if err := s.startAtNow(ctx); err != nil {
 		return nil, Internal(err)
 	}
@@ -191,6 +212,8 @@ type activityStream struct {
 	cancel   func()
 	cursor   time.Time
 	resumeID string
+	// notBefore: entries written before it are never sent (a stream started with since).
+	notBefore time.Time
 	// seen holds the ids sent (or skipped at start) inside the overlap window, with their createdAt.
 	seen map[string]time.Time
 }
@@ -215,7 +238,8 @@ func (s *activityStream) scan(ctx context.Context, send func(*ActivityEntry) err
 	resumeAt, resumeID := s.cursor, s.resumeID
 	s.resumeID = ""
 	delivered := func(e *ActivityEntry) bool {
-		return resumeID != "" && (e.CreatedAt.Before(resumeAt) || e.CreatedAt.Equal(resumeAt) && e.ID <= resumeID)
+		return e.CreatedAt.Before(s.notBefore) ||
+			resumeID != "" && (e.CreatedAt.Before(resumeAt) || e.CreatedAt.Equal(resumeAt) && e.ID <= resumeID)
 	}
 	for {
 		page, err := s.k.ActivityScan(ctx, p)

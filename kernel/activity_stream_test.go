@@ -154,6 +154,21 @@ func TestCompanyEventStream(t *testing.T) {
 		require.Equal(t, []string{"G2", "G3", "G4"}, entityIDs(q.Expect(3)))
 	})
 
+	t.Run("StartAtSince", func(t *testing.T) {
+		// A page read its data, then an entry was written, then the page opened its stream
+		// with since = the moment it read (less a margin): the entry is not missed, and
+		// entries from before since are not sent.
+		_, err := env.K.Pool.Exec(ctx, `INSERT INTO kernel.activity_log (id, company_id, actor_type, actor_id, action, entity_type, entity_id, created_at)
+			VALUES (gen_random_uuid(), $1, 'system', '', 'since.updated', 'since', 'old', now() - interval '1 minute')`, company)
+		require.NoError(t, err)
+		since := time.Now().Add(-10 * time.Second).UTC().Format(time.RFC3339Nano)
+		write(company, "since", "S1")
+		s := openEvents(t, env, events+"?entityType=since&since="+since, nil)
+		require.Equal(t, []string{"S1"}, entityIDs(s.Expect(1)))
+		write(company, "since", "S2")
+		require.Equal(t, []string{"S2"}, entityIDs(s.Expect(1)))
+	})
+
 	t.Run("LateCommitSentOnce", func(t *testing.T) {
 		s := openEvents(t, env, events+"?entityType=late", nil)
 		write(company, "late", "L1")
@@ -194,6 +209,7 @@ func TestCompanyEventStream(t *testing.T) {
 			{"HeaderNotUUID", "", "12", "Last-Event-ID"},
 			{"UnknownCursor", "?lastEventId=00000000-0000-7000-8000-000000000000", "", "Last-Event-ID"},
 			{"AgentNotUUID", "?agentId=x", "", "agentId"},
+			{"SinceNotATime", "?since=yesterday", "", "since"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				var opts []ktOpt

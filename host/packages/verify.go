@@ -99,6 +99,9 @@ func verify(s *fileSet, opts verifyOptions) (*sdk.Manifest, []byte, error) {
 	}
 	if m.UI != nil {
 		for _, slot := range m.UI.Slots {
+			if slot.Entry == "" && slot.Route != "" {
+				continue // served by one of the extension's routes (checked with the manifest)
+			}
 			if !sdk.IsPackagePath(slot.Entry) {
 				return nil, nil, badPackage("package %s: UI entry %q must be a relative path inside the package", m.Key, slot.Entry)
 			}
