@@ -194,7 +194,7 @@ func TestBoardLocalTrusted(t *testing.T) {
 		requireSafePage(t, p)
 		require.Contains(t, p.Body, "Wire the flux capacitor")
 		require.Contains(t, p.Body, `sse-connect="/api/companies/`+co+`/events?entityType=issue&amp;since=`)
-		require.Contains(t, p.Body, `hx-trigger="sse:message throttle:1s"`)
+		require.Contains(t, p.Body, `hx-trigger="sse:message delay:500ms"`)
 		for _, name := range []string{"q", "status", "assigneeAgentId", "assigneeUserId", "projectId", "goalId", "labelId",
 			"parentId", "originKind", "originKindPrefix", "originId", "routineExecutions", "sortField", "sortDir", "limit"} {
 			require.Contains(t, p.Body, `name="`+name+`"`, "filter %s", name)

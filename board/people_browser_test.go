@@ -47,6 +47,9 @@ func TestBrowserFolderDrag(t *testing.T) {
 	defer cancelTimeout()
 	var mu sync.Mutex
 	var violations []string
+	// Start the browser before listening to its console: a listener racing the first
+	// navigation for the new tab left it at about:blank.
+	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)), "starting chromium")
 	go func() {
 		for m, err := range chromedp.Console(ctx) {
 			if err != nil {

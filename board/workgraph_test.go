@@ -134,7 +134,7 @@ func TestBoardWorkGraph(t *testing.T) {
 		require.Contains(t, p.Body, "2 more in backlog")
 		require.Contains(t, p.Body, `href="/c/`+co+`/issues?limit=50&amp;q=Capped&amp;sortDir=desc&amp;sortField=updatedAt&amp;status=backlog"`)
 		require.Contains(t, p.Body, `sse-connect="/api/companies/`+co+`/events?entityType=issue&amp;since=`)
-		require.Contains(t, p.Body, `hx-trigger="sse:message throttle:1s"`)
+		require.Contains(t, p.Body, `hx-trigger="sse:message delay:500ms"`)
 		require.Contains(t, p.Body, `draggable="true"`)
 		require.Regexp(t, `<script src="/assets/issues-board\.[0-9a-f]{12}\.js" defer>`, p.Body)
 		require.Contains(t, p.Body, `<div id="board-message" class="board-message" role="status" aria-live="polite">`)
@@ -335,7 +335,7 @@ func TestBoardWorkGraph(t *testing.T) {
 		require.Contains(t, p.Body, `aria-current="page">`)
 		require.Contains(t, p.Body, "issue.created")
 		require.Contains(t, p.Body, `sse-connect="/api/companies/`+co+`/events?since=`)
-		require.Contains(t, p.Body, `hx-trigger="sse:message throttle:1s"`)
+		require.Contains(t, p.Body, `hx-trigger="sse:message delay:500ms"`)
 		for _, name := range []string{"entityType", "agentId", "action"} {
 			require.Contains(t, p.Body, `name="`+name+`"`)
 		}
