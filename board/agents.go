@@ -396,22 +396,6 @@ func (b *Board) agentAction(c *fiber.Ctx) error {
 	return c.Redirect(back+"?ok="+ok, http.StatusSeeOther)
 }
 
-// fieldErrors are a validation error's details ({path, message}); nil for other errors.
-func fieldErrors(ae *apiError) []apiErrorDetail { return ae.Details }
-
-// apiText is the API's message with the fields a validation error names ("Validation
-// error: reportsTo must be a UUID").
-func apiText(ae *apiError) string {
-	var parts []string
-	for _, d := range fieldErrors(ae) {
-		parts = append(parts, strings.TrimSpace(d.Path+" "+d.Message))
-	}
-	if len(parts) == 0 {
-		return ae.Message
-	}
-	return ae.Message + ": " + strings.Join(parts, "; ")
-}
-
 func orText(s ...string) string {
 	for _, v := range s {
 		if v != "" {
@@ -576,7 +560,7 @@ func (b *Board) saveAgentConfig(c *fiber.Ctx) error {
 				}
 				walk(d.Config.Form.Fields)
 				errs := map[string]string{}
-				for _, fe := range fieldErrors(ae) {
+				for _, fe := range ae.Details {
 					p, ok := strings.CutPrefix(fe.Path, "adapterConfig.")
 					// A message about a part of a field (env.KEY) goes beside the field.
 					for name := configPrefix + "." + p; ok && name != configPrefix; name = name[:max(strings.LastIndex(name, "."), 0)] {

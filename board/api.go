@@ -147,18 +147,32 @@ func (a *apiClient) do(v *visitor, method, path string, query url.Values, body, 
 // fix.
 func refusalWithDetails(ae *apiError) string {
 	s := refusalText(ae)
+	if d := detailText(ae, ": "); d != "" {
+		s += " (" + d + ")"
+	}
+	return s
+}
+
+// apiText is the API's message with the fields a validation error names ("Validation
+// error: reportsTo must be a UUID").
+func apiText(ae *apiError) string {
+	if d := detailText(ae, " "); d != "" {
+		return ae.Message + ": " + d
+	}
+	return ae.Message
+}
+
+// detailText joins a validation error's details as path, sep and message each.
+func detailText(ae *apiError, sep string) string {
 	parts := make([]string, 0, len(ae.Details))
 	for _, d := range ae.Details {
 		switch {
 		case d.Message == "":
 		case d.Path != "":
-			parts = append(parts, d.Path+": "+d.Message)
+			parts = append(parts, d.Path+sep+d.Message)
 		default:
 			parts = append(parts, d.Message)
 		}
 	}
-	if len(parts) > 0 {
-		s += " (" + strings.Join(parts, "; ") + ")"
-	}
-	return s
+	return strings.Join(parts, "; ")
 }

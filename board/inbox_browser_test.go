@@ -23,7 +23,6 @@ import (
 // or script error may be logged. Like TestBrowserLiveComment it runs only with
 // KEEL_BROWSER_TESTS=1 and skips when chromium is not installed.
 func TestBrowserInbox(t *testing.T) {
-	t.Parallel()
 	if os.Getenv("KEEL_BROWSER_TESTS") == "" {
 		t.Skip("browser tests run with KEEL_BROWSER_TESTS=1 (they need Debian's chromium; a loaded machine makes them slow)")
 	}

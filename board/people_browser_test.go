@@ -22,7 +22,6 @@ import (
 // htmx, the tree re-renders in place, and no CSP violation or script error is logged. Like
 // TestBrowserLiveComment it runs only with KEEL_BROWSER_TESTS=1.
 func TestBrowserFolderDrag(t *testing.T) {
-	t.Parallel()
 	if os.Getenv("KEEL_BROWSER_TESTS") == "" {
 		t.Skip("browser tests run with KEEL_BROWSER_TESTS=1 (they need Debian's chromium; a loaded machine makes them slow)")
 	}

@@ -84,7 +84,6 @@ func startBrowser(t *testing.T, exe string) (context.Context, func()) {
 // runs only with KEEL_BROWSER_TESTS=1 (see TestBrowserLiveComment); with KEEL_SCREENSHOTS set
 // to a folder it writes the board, issue, document and activity pages there at 1280×800.
 func TestBrowserIssueBoard(t *testing.T) {
-	t.Parallel()
 	if os.Getenv("KEEL_BROWSER_TESTS") == "" {
 		t.Skip("browser tests run with KEEL_BROWSER_TESTS=1 (they need Debian's chromium; a loaded machine makes them slow)")
 	}
