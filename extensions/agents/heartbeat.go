@@ -279,9 +279,12 @@ func (e *engine) suppression(ctx context.Context, in *wakeInput, agent *hostv1.A
 	if author, _ := in.Payload["commentAuthorAgentId"].(string); author != "" && author == agent.Id {
 		return skip("comment.self_authored", "Agent authored the comment"), nil
 	}
-	if in.Source == "on_demand" {
+	// wakeOnDemand=false refuses every wake but the timer's (assignment, comment, routine,
+	// manual), as the reference does: it is how a board stops an agent from taking work
+	// without pausing it.
+	if in.Source != "timer" {
 		if rc, _ := a.runtimeConfig(ctx, agent.Id); rc != nil && rc.Heartbeat.WakeOnDemand != nil && !*rc.Heartbeat.WakeOnDemand {
-			return skip("heartbeat.wake_on_demand_disabled", "Agent does not accept on-demand wakes"), nil
+			return skip("heartbeat.wakeOnDemand.disabled", "Agent does not accept wakes outside its heartbeat timer"), nil
 		}
 	}
 	var iss *issueLocks

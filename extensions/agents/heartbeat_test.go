@@ -107,6 +107,18 @@ func TestWakeupRules(t *testing.T) {
 		require.Equal(t, "comment.self_authored", lastWakeError(b.ID))
 	})
 
+	t.Run("wakeOnDemand false refuses every wake but the timer's", func(t *testing.T) {
+		quiet := hbAgent(t, h, company, "Quiet", "fake", nil, map[string]any{"heartbeat": map[string]any{"wakeOnDemand": false}})
+		for _, source := range []string{"assignment", "on_demand", "automation"} {
+			out := wake(t, h, quiet.ID, map[string]any{"source": source})
+			require.Equal(t, "skipped", out["status"], "%s: %v", source, out)
+			require.Equal(t, "heartbeat.wakeOnDemand.disabled", lastWakeError(quiet.ID), source)
+		}
+		res := h.Do("POST", "/api/companies/"+company+"/issues", map[string]any{"title": "For the quiet one", "assigneeAgentId": quiet.ID})
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		require.Equal(t, "0", dbString(t, h, `SELECT count(*)::text FROM ext_agents.heartbeat_runs WHERE agent_id = $1`, quiet.ID))
+	})
+
 	t.Run("paused, terminated and pending agents are skipped", func(t *testing.T) {
 		for _, st := range []string{"paused", "pending_approval", "terminated"} {
 			ag := hbAgent(t, h, company, "Sleepy "+st, "fake", nil, nil)

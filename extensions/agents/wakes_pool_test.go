@@ -24,7 +24,7 @@ func TestIssueCreateConcurrentWakes(t *testing.T) {
 	companyID := h.CreateCompany("Concurrent Wakes Co")
 	agent := createAgent(t, h, companyID, map[string]any{
 		"name": "Busy Worker", "role": "engineer", "adapterType": "process", "adapterConfig": map[string]any{"command": "/bin/true"},
-		"runtimeConfig": map[string]any{"heartbeat": map[string]any{"enabled": false, "wakeOnDemand": false}}})
+		"runtimeConfig": map[string]any{"heartbeat": map[string]any{"enabled": false, "maxConcurrentRuns": 1}}})
 	const n = 24
 	var wg sync.WaitGroup
 	statuses := make([]int, n)
