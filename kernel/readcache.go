@@ -32,8 +32,10 @@ const (
 // are at most this old.
 const readCacheTTL = 30 * time.Second
 
-// announceDelay is how long announce gathers invalidations before it sends them.
-const announceDelay = time.Millisecond
+// announceDelay is how long announce gathers invalidations before it sends them: under a
+// stream of writes one notification carries several, and other nodes learn of a write at
+// most this much later than they would at once.
+const announceDelay = 5 * time.Millisecond
 
 // notifyPayloadMax keeps one notification under PostgreSQL's 8,000-byte payload limit.
 const notifyPayloadMax = 7000

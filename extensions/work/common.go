@@ -70,16 +70,27 @@ type effects struct{ ids []string }
 // activityTx adds an activity entry to the outbox inside the write's transaction, so the
 // entry commits with the write and is delivered at least once (fx.deliver after the commit).
 func (w *Work) activityTx(ctx context.Context, tx bun.Tx, fx *effects, companyID, action, entityType, entityID string, details any) error {
+	return w.activityOn(ctx, tx.Tx, fx, companyID, action, entityType, entityID, details) // the *sql.Tx under bun: the outbox writes $n placeholders
+}
+
+// activityOn is activityTx through any writer the outbox takes: a transaction, or a
+// *pgx.Batch that carries the write.
+func (w *Work) activityOn(ctx context.Context, db any, fx *effects, companyID, action, entityType, entityID string, details any) error {
 	e := &sdk.ActivityEntry{
 		CompanyID: companyID, Actor: sdk.ActorFrom(ctx), Action: action, EntityType: entityType, EntityID: entityID, Details: details,
 	}
-	id, err := w.outbox.LogActivity(ctx, tx.Tx, e) // the *sql.Tx under bun: the outbox writes $n placeholders
+	id, err := w.outbox.LogActivity(ctx, db, e)
 	fx.ids = append(fx.ids, id)
 	return err
 }
 
 // wakeTx adds an agent wake to the outbox inside the write's transaction (see activityTx).
 func (w *Work) wakeTx(ctx context.Context, tx bun.Tx, fx *effects, req *WakeRequest) error {
+	return w.wakeOn(ctx, tx.Tx, fx, req)
+}
+
+// wakeOn is wakeTx through any writer the outbox takes (see activityOn).
+func (w *Work) wakeOn(ctx context.Context, db any, fx *effects, req *WakeRequest) error {
 	if req.AgentID == "" {
 		return nil
 	}
@@ -87,7 +98,7 @@ func (w *Work) wakeTx(ctx context.Context, tx bun.Tx, fx *effects, req *WakeRequ
 	if err != nil {
 		return fmt.Errorf("error encoding wake: %w", err)
 	}
-	id, err := w.outbox.AddCall(ctx, tx.Tx, &outbox.Call{Method: "agents.wakeup", Actor: sdk.ActorFrom(ctx), CompanyID: req.CompanyID, Input: in})
+	id, err := w.outbox.AddCall(ctx, db, &outbox.Call{Method: "agents.wakeup", Actor: sdk.ActorFrom(ctx), CompanyID: req.CompanyID, Input: in})
 	fx.ids = append(fx.ids, id)
 	return err
 }

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/uptrace/bun"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -630,7 +631,52 @@ func (w *Work) issueCreate(ctx context.Context, companyID string, body *IssueCre
 	}
 	iss.IssueNumber, iss.Identifier = num.Number, num.Identifier
 	var fx effects
-	err = w.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	if len(labelIDs) == 0 && len(blockerIDs) == 0 && (child == nil || !child.BlockParentUntilDone) && !idem.Keyed(ctx) && w.pool != nil {
+		err = w.issueInsertBatch(ctx, &fx, companyID, iss, child)
+	} else {
+		err = w.issueInsertTx(ctx, &fx, companyID, iss, labelIDs, blockerIDs, child)
+	}
+	if err != nil {
+		if body.IdempotencyKey != nil && issueUniqueViolation(err, "issues_idempotency_key") {
+			existing, gerr := st.IssueGetByIdempotencyKey(ctx, &IssueGetByIdempotencyKeyParams{CompanyID: companyID, Key: *body.IdempotencyKey})
+			if gerr == nil && existing != nil {
+				v, verr := w.issueView(ctx, existing)
+				return v, false, verr
+			}
+		}
+		return nil, false, err
+	}
+	w.deliver(ctx, &fx)
+	if len(labelIDs) == 0 && len(blockerIDs) == 0 && (child == nil || !child.BlockParentUntilDone) {
+		// The new issue has no labels and no blocker edges either way: its view needs no reads.
+		return &IssueView{Issue: iss, Labels: []Label{}, LabelIDs: []string{}, BlockedBy: &[]IssueBrief{}, Blocks: &[]IssueBrief{}}, true, nil
+	}
+	v, err := w.issueView(ctx, iss)
+	return v, true, err
+}
+
+// issueInsertBatch writes a new issue that has no labels and no blocker edges, with its
+// activity entries and wake in the outbox, in one round trip: the statements go as one
+// batch outside a transaction, which PostgreSQL runs as one implicit transaction, so they
+// commit together or not at all (a BEGIN and a COMMIT would be two more round trips).
+func (w *Work) issueInsertBatch(ctx context.Context, fx *effects, companyID string, iss *Issue, child *issueChildExtra) error {
+	b := &pgx.Batch{}
+	b.Queue(issueInsertSQL(), issueInsertArgs(iss)...).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&iss.CreatedAt, &iss.UpdatedAt)
+	})
+	if err := w.issueCreatedEffectsOn(ctx, b, fx, companyID, iss, nil, child); err != nil {
+		return err
+	}
+	if err := w.pool.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("error inserting issue: %w", err)
+	}
+	return nil
+}
+
+// issueInsertTx writes a new issue with its labels and blocker edges, its activity entries
+// and wake in the outbox, and the Idempotency-Key's answer, in one transaction.
+func (w *Work) issueInsertTx(ctx context.Context, fx *effects, companyID string, iss *Issue, labelIDs, blockerIDs []string, child *issueChildExtra) error {
+	return w.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		ts := newIssueStore(tx)
 		if err := ts.IssueInsert(ctx, &IssueInsertParams{Issue: iss}); err != nil {
 			return err
@@ -660,28 +706,11 @@ func (w *Work) issueCreate(ctx context.Context, companyID string, body *IssueCre
 			}
 		}
 		// The entries and the assignee's wake commit with the issue (sdk/outbox).
-		if err := w.issueCreatedEffectsTx(ctx, tx, &fx, companyID, iss, blockerIDs, child); err != nil {
+		if err := w.issueCreatedEffectsTx(ctx, tx, fx, companyID, iss, blockerIDs, child); err != nil {
 			return err
 		}
 		return idem.Record(ctx, tx, http.StatusCreated, "/api/issues/"+iss.ID)
 	})
-	if err != nil {
-		if body.IdempotencyKey != nil && issueUniqueViolation(err, "issues_idempotency_key") {
-			existing, gerr := st.IssueGetByIdempotencyKey(ctx, &IssueGetByIdempotencyKeyParams{CompanyID: companyID, Key: *body.IdempotencyKey})
-			if gerr == nil && existing != nil {
-				v, verr := w.issueView(ctx, existing)
-				return v, false, verr
-			}
-		}
-		return nil, false, err
-	}
-	w.deliver(ctx, &fx)
-	if len(labelIDs) == 0 && len(blockerIDs) == 0 && (child == nil || !child.BlockParentUntilDone) {
-		// The new issue has no labels and no blocker edges either way: its view needs no reads.
-		return &IssueView{Issue: iss, Labels: []Label{}, LabelIDs: []string{}, BlockedBy: &[]IssueBrief{}, Blocks: &[]IssueBrief{}}, true, nil
-	}
-	v, err := w.issueView(ctx, iss)
-	return v, true, err
 }
 
 func issueStrPtr(s string) *string {
@@ -1473,13 +1502,18 @@ func issueNonNil(s []string) []string {
 // issueCreatedEffectsTx adds what an issue create causes to the outbox inside its
 // transaction: the issue.created entry, relation entries and the assignee's wake.
 func (w *Work) issueCreatedEffectsTx(ctx context.Context, tx bun.Tx, fx *effects, companyID string, iss *Issue, blockerIDs []string, child *issueChildExtra) error {
+	return w.issueCreatedEffectsOn(ctx, tx.Tx, fx, companyID, iss, blockerIDs, child)
+}
+
+// issueCreatedEffectsOn is issueCreatedEffectsTx through any writer the outbox takes.
+func (w *Work) issueCreatedEffectsOn(ctx context.Context, db any, fx *effects, companyID string, iss *Issue, blockerIDs []string, child *issueChildExtra) error {
 	for _, e := range issueCreatedEntries(companyID, iss, blockerIDs, child) {
-		if err := w.activityTx(ctx, tx, fx, companyID, e.action, "issue", e.entityID, e.details); err != nil {
+		if err := w.activityOn(ctx, db, fx, companyID, e.action, "issue", e.entityID, e.details); err != nil {
 			return err
 		}
 	}
 	if wake := issueCreatedWake(companyID, iss); wake != nil {
-		return w.wakeTx(ctx, tx, fx, wake)
+		return w.wakeOn(ctx, db, fx, wake)
 	}
 	return nil
 }

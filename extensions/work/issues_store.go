@@ -547,23 +547,28 @@ func (s *issueStore) IssueInsert(ctx context.Context, p *IssueInsertParams) erro
 		}
 		return nil
 	}
+	// One statement text for every issue, with $n parameters, so the connection prepares it
+	// once; bun would write the values into the text, a new statement each time.
+	err := runner.QueryRowContext(ctx, issueInsertSQL(), issueInsertArgs(iss)...).Scan(&iss.CreatedAt, &iss.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("error inserting issue: %w", err)
+	}
+	return nil
+}
+
+// issueInsertArgs are the parameters of issueInsertSQL for iss.
+func issueInsertArgs(iss *Issue) []any {
 	var unblock any
 	if len(iss.UnblockDescriptor) > 0 {
 		unblock = string(iss.UnblockDescriptor)
 	}
-	// One statement text for every issue, with $n parameters, so the connection prepares it
-	// once; bun would write the values into the text, a new statement each time.
-	err := runner.QueryRowContext(ctx, issueInsertSQL(), iss.ID, iss.CompanyID, iss.ProjectID, iss.ProjectWorkspaceID,
+	return []any{iss.ID, iss.CompanyID, iss.ProjectID, iss.ProjectWorkspaceID,
 		iss.GoalID, iss.ParentID, iss.Title, iss.Description, iss.Status, iss.WorkMode, iss.Priority, iss.ReviewPolicy,
 		iss.AssigneeAgentID, iss.AssigneeUserID, iss.CheckoutRunID, iss.ExecutionRunID, iss.ExecutionAgentNameKey,
 		iss.ExecutionLockedAt, iss.CreatedByAgentID, iss.CreatedByUserID, iss.ResponsibleUserID, iss.IssueNumber,
 		iss.Identifier, iss.OriginKind, iss.OriginID, iss.OriginRunID, iss.OriginFingerprint, iss.RequestDepth,
 		iss.BillingCode, unblock, iss.IdempotencyKey, iss.StartedAt, iss.CompletedAt, iss.CancelledAt,
-		iss.HiddenAt).Scan(&iss.CreatedAt, &iss.UpdatedAt)
-	if err != nil {
-		return fmt.Errorf("error inserting issue: %w", err)
-	}
-	return nil
+		iss.HiddenAt}
 }
 
 // issueInsertSQL inserts every column of an issue but created_at and updated_at (their
@@ -923,16 +928,25 @@ type IssueRefExistsParams struct {
 	ProjectID string
 }
 
-// IssueRefExists reports whether the referenced row exists in the company.
+// IssueRefExists reports whether the referenced row exists in the company. The statement
+// takes $n parameters (one prepared text per table, not one per id as bun would write it);
+// an id that is not a UUID exists nowhere.
 func (s *issueStore) IssueRefExists(ctx context.Context, p *IssueRefExistsParams) (bool, error) {
-	var ok bool
-	q := `SELECT EXISTS (SELECT 1 FROM ? WHERE id = ? AND company_id = ?`
-	args := []any{bun.Ident(p.Table), p.ID, p.CompanyID}
+	if !isUUID(p.ID) || (p.ProjectID != "" && !isUUID(p.ProjectID)) {
+		return false, nil
+	}
+	runner := issueSQLRunner(s.db)
+	if runner == nil {
+		return false, fmt.Errorf("error checking %s %s: no database/sql handle under %T", p.Table, p.ID, s.db)
+	}
+	q := `SELECT EXISTS (SELECT 1 FROM ` + pgx.Identifier{p.Table}.Sanitize() + ` WHERE id = $1 AND company_id = $2`
+	args := []any{p.ID, p.CompanyID}
 	if p.ProjectID != "" {
-		q += ` AND project_id = ?`
+		q += ` AND project_id = $3`
 		args = append(args, p.ProjectID)
 	}
-	if err := s.db.NewRaw(q+`)`, args...).Scan(ctx, &ok); err != nil {
+	var ok bool
+	if err := runner.QueryRowContext(ctx, q+`)`, args...).Scan(&ok); err != nil {
 		return false, fmt.Errorf("error checking %s %s: %w", p.Table, p.ID, err)
 	}
 	return ok, nil

@@ -87,6 +87,12 @@ type Outbox struct {
 	// so that Deliver sends them without reading them back.
 	pending sync.Map
 
+	// delivered holds the ids of rows delivered and not yet deleted; the drainer deletes
+	// them in groups (see forget).
+	deliveredMu sync.Mutex
+	delivered   []string
+	forgotten   chan struct{}
+
 	stopOnce sync.Once
 	stop     chan struct{}
 	done     chan struct{}
@@ -109,7 +115,7 @@ func Start(pool *pgxpool.Pool, table string, host *sdk.Host, log hclog.Logger) *
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	o := &Outbox{pool: pool, table: table, host: host, log: log, kick: make(chan struct{}, 1),
+	o := &Outbox{pool: pool, table: table, host: host, log: log, kick: make(chan struct{}, 1), forgotten: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go o.run()
 	return o
@@ -137,8 +143,8 @@ func (o *Outbox) Kick() {
 }
 
 // AddActivity adds an activity entry through db: a transaction (pgx.Tx or *sql.Tx; for a
-// bun.Tx pass its Tx field, since bun rewrites placeholders) to make it part of a write, or
-// a pool for a write that already committed.
+// bun.Tx pass its Tx field, since bun rewrites placeholders) or a *pgx.Batch to make it
+// part of a write, or a pool for a write that already committed.
 func (o *Outbox) AddActivity(ctx context.Context, db any, a *Activity) (string, error) {
 	return o.add(ctx, db, kindActivity, a)
 }
@@ -164,6 +170,10 @@ func (o *Outbox) add(ctx context.Context, db any, kind string, v any) (string, e
 		ExecContext(context.Context, string, ...any) (sql.Result, error)
 	}:
 		_, err = x.ExecContext(ctx, q, id, kind, string(payload))
+	case *pgx.Batch:
+		// Written when the batch is sent; a batch sent outside a transaction is one implicit
+		// transaction, so the row commits with the batch's other statements or not at all.
+		x.Queue(q, id, kind, string(payload))
 	default:
 		return "", fmt.Errorf("outbox: cannot execute through %T", db)
 	}
@@ -187,12 +197,25 @@ func (o *Outbox) prunePending() {
 
 func (o *Outbox) run() {
 	defer close(o.done)
+	defer func() {
+		// Rows delivered just before the stop need not be delivered again after the start.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = o.deleteDelivered(ctx)
+	}()
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-o.stop:
 			return
+		case <-o.forgotten:
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			if err := o.deleteDelivered(ctx); err != nil {
+				o.log.Warn("error deleting delivered outbox rows; they are delivered again", "error", err)
+			}
+			cancel()
+			continue
 		case <-o.kick:
 		case <-t.C:
 			o.prunePending()
@@ -335,12 +358,44 @@ func (o *Outbox) deliverBatch(ctx context.Context, batch []row) error {
 			}
 		}
 	}
-	if len(done) > 0 {
-		if _, err := o.pool.Exec(context.WithoutCancel(ctx), `DELETE FROM `+o.table+` WHERE id = ANY($1::uuid[])`, done); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	o.forget(done)
 	return errors.Join(errs...)
+}
+
+// forget hands delivered rows to the drainer, which deletes them in groups: one statement
+// for all the rows delivered while it was busy instead of one per request, committed without
+// waiting for the WAL flush. A row whose delete is lost (a crash first) is delivered again,
+// which is harmless: activity entries carry their outbox id and calls are idempotent. The
+// drainer leaves a row that was never tried to its writer for freshGrace, far longer than
+// a delete waits here.
+func (o *Outbox) forget(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	o.deliveredMu.Lock()
+	o.delivered = append(o.delivered, ids...)
+	o.deliveredMu.Unlock()
+	select {
+	case o.forgotten <- struct{}{}:
+	default:
+	}
+}
+
+// deleteDelivered deletes the rows forget collected.
+func (o *Outbox) deleteDelivered(ctx context.Context) error {
+	o.deliveredMu.Lock()
+	ids := o.delivered
+	o.delivered = nil
+	o.deliveredMu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := o.pool.Exec(ctx, `DELETE FROM `+o.table+` USING (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
+		WHERE id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return fmt.Errorf("error deleting %d delivered outbox rows: %w", len(ids), err)
+	}
+	return nil
 }
 
 // deliver sends one row to the host.
