@@ -919,7 +919,7 @@ func (w *Work) issueCheckLabels(ctx context.Context, companyID string, ids []str
 // issueCheckRefs checks that the project, workspace (of that project when both are given)
 // and goal exist in the company (422).
 func (w *Work) issueCheckRefs(ctx context.Context, companyID string, projectID, workspaceID, goalID *string) error {
-	st := newIssueStore(w.db)
+	st := &issueStore{db: w.db, pool: w.pool}
 	check := func(table, id, projectID, msg string) error {
 		ok, err := st.IssueRefExists(ctx, &IssueRefExistsParams{Table: table, CompanyID: companyID, ID: id, ProjectID: projectID})
 		if err != nil {

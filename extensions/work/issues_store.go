@@ -21,8 +21,12 @@ import (
 
 // issueStore holds the SQL of the issues area: issues, their labels and blocker edges, labels
 // and read and inbox marks. Its methods are Noun+Verb with one params struct, sorted
-// alphabetically. db is the pool or a transaction.
-type issueStore struct{ db bun.IDB }
+// alphabetically. db is the pool or a transaction; pool, when set, is the pgx pool under
+// the bun pool, which the reads that may run outside a transaction use directly.
+type issueStore struct {
+	db   bun.IDB
+	pool *pgxpool.Pool
+}
 
 // newIssueStore returns the issue store over db (the pool or a transaction).
 func newIssueStore(db bun.IDB) *issueStore { return &issueStore{db: db} }
@@ -935,18 +939,23 @@ func (s *issueStore) IssueRefExists(ctx context.Context, p *IssueRefExistsParams
 	if !isUUID(p.ID) || (p.ProjectID != "" && !isUUID(p.ProjectID)) {
 		return false, nil
 	}
-	runner := issueSQLRunner(s.db)
-	if runner == nil {
-		return false, fmt.Errorf("error checking %s %s: no database/sql handle under %T", p.Table, p.ID, s.db)
-	}
 	q := `SELECT EXISTS (SELECT 1 FROM ` + pgx.Identifier{p.Table}.Sanitize() + ` WHERE id = $1 AND company_id = $2`
 	args := []any{p.ID, p.CompanyID}
 	if p.ProjectID != "" {
 		q += ` AND project_id = $3`
 		args = append(args, p.ProjectID)
 	}
+	q += `)`
 	var ok bool
-	if err := runner.QueryRowContext(ctx, q+`)`, args...).Scan(&ok); err != nil {
+	var err error
+	if s.pool != nil {
+		err = s.pool.QueryRow(ctx, q, args...).Scan(&ok)
+	} else if runner := issueSQLRunner(s.db); runner != nil {
+		err = runner.QueryRowContext(ctx, q, args...).Scan(&ok)
+	} else {
+		err = fmt.Errorf("no database/sql handle under %T", s.db)
+	}
+	if err != nil {
 		return false, fmt.Errorf("error checking %s %s: %w", p.Table, p.ID, err)
 	}
 	return ok, nil
