@@ -132,13 +132,15 @@ func (c *ReadCache) Put(company, key string, tok ReadToken, e *CachedRead) {
 	m := c.companies[company]
 	if m == nil {
 		m = map[string]*CachedRead{}
-		c.companies[company] = m
+		c.companies[strings.Clone(company)] = m // the caller's string may be a request buffer's
 	}
 	if old := m[key]; old != nil {
 		c.bytes -= len(old.Body)
+		m[key] = e
+	} else {
+		m[strings.Clone(key)] = e
 	}
 	e.stored = time.Now()
-	m[key] = e
 	c.bytes += len(e.Body)
 	for id, entries := range c.companies { // over budget: drop whole companies, any order
 		if c.bytes <= readCacheMaxBytes {
@@ -161,6 +163,9 @@ func (c *ReadCache) Invalidate(company string) {
 	if c == nil {
 		return
 	}
+	// The company may point into a request's buffer, which the server reuses for the next
+	// request; it is kept as a map key here and read later by announce.
+	company = strings.Clone(company)
 	c.invalidateLocal(company)
 	if company == "" {
 		company = "*"
