@@ -60,7 +60,7 @@ func newEventWriter(pool *pgxpool.Pool) *eventWriter {
 }
 
 // write stores in (whose HeartbeatRunID is nil) with its rollups and returns the stored
-// row. A caller whose context ends first gets ctx.Err() at once; its event may still be
+// row. A caller whose context ends first gets ctx.Err() (wrapped) at once; its event may still be
 // stored by the group it joined (then it is in the ledger and the rollups alike, as an
 // event whose response was lost on the way would be).
 func (w *eventWriter) write(ctx context.Context, in *costInput) (*CostEvent, error) {
@@ -68,7 +68,7 @@ func (w *eventWriter) write(ctx context.Context, in *costInput) (*CostEvent, err
 	select {
 	case w.queue <- req:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("error storing cost event: %w", ctx.Err())
 	case <-w.done:
 		return nil, errWriterStopped
 	}
@@ -76,7 +76,7 @@ func (w *eventWriter) write(ctx context.Context, in *costInput) (*CostEvent, err
 	case r := <-req.res:
 		return r.ev, r.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("error storing cost event: %w", ctx.Err())
 	case <-w.done:
 		// The flusher answers every request it took before it exits; one left in the queue
 		// was not written.
