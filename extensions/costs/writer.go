@@ -60,9 +60,9 @@ func newEventWriter(pool *pgxpool.Pool) *eventWriter {
 }
 
 // write stores in (whose HeartbeatRunID is nil) with its rollups and returns the stored
-// row. A caller whose context ends first gets ctx.Err() (wrapped) at once; its event may still be
-// stored by the group it joined (then it is in the ledger and the rollups alike, as an
-// event whose response was lost on the way would be).
+// row. A caller whose context ends first gets ctx.Err() (wrapped) at once; its event may
+// still be stored by the group it joined (then it is in the ledger and the rollups alike,
+// as an event whose response was lost on the way would be).
 func (w *eventWriter) write(ctx context.Context, in *costInput) (*CostEvent, error) {
 	req := &writeRequest{in: in, res: make(chan writeResult, 1)}
 	select {
