@@ -46,6 +46,8 @@ type Costs struct {
 	spend *spendQueue
 	// agentCache remembers the company of agents that reported costs.
 	agentCache agentCompanies
+	// writer stores the cost events reported without a heartbeat run, in groups.
+	writer *eventWriter
 }
 
 // New returns an unconfigured Costs.
@@ -70,6 +72,7 @@ func (c *Costs) Configure(ctx context.Context, env *sdk.Env) error {
 		return err
 	}
 	c.pool, c.sqlDB = db.Pool, db.SQL
+	c.writer = newEventWriter(db.Pool)
 	c.mux = idem.Wrap(db.Pool, table.Mux(c), idem.Options{Logger: c.log})
 	return nil
 }
@@ -110,8 +113,11 @@ func (c *Costs) Health(ctx context.Context) error {
 	return c.pool.Ping(ctx)
 }
 
-// Stop closes the database.
-func (c *Costs) Stop(context.Context) error {
+// Stop stops the event writer and closes the database.
+func (c *Costs) Stop(ctx context.Context) error {
+	if c.writer != nil {
+		c.writer.close(ctx)
+	}
 	if c.sqlDB != nil {
 		_ = c.sqlDB.Close()
 	}

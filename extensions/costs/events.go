@@ -407,13 +407,12 @@ SELECT ` + costEventColumns + ` FROM ev`
 // recorded; the stored event is then the earlier one.
 func (c *Costs) insertCost(ctx context.Context, in *costInput) (*CostEvent, bool, error) {
 	e := &in.CostEvent
-	args := []any{e.ID, e.CompanyID, e.AgentID, e.IssueID, e.ProjectID, e.GoalID, e.HeartbeatRunID, e.BillingCode, e.Provider, e.Biller,
-		e.BillingType, e.CostStatus, e.Model, e.InputTokens, e.CachedInputTokens, e.OutputTokens, e.CostCents, e.OccurredAt, in.Source}
 	if e.HeartbeatRunID == nil {
-		// One statement, no transaction: the event and its rollups commit together.
-		stored, err := scanCostEvent(c.pool.QueryRow(ctx, insertCostSQL, args...))
+		// One statement, no transaction: the event and its rollups commit together, in a
+		// group with the events reported at the same time.
+		stored, err := c.writer.write(ctx, in)
 		if err != nil {
-			return nil, false, fmt.Errorf("error storing cost event: %w", err)
+			return nil, false, err
 		}
 		return stored, true, nil
 	}
@@ -426,7 +425,7 @@ func (c *Costs) insertCost(ctx context.Context, in *costInput) (*CostEvent, bool
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 7))`, "costs-run:"+*e.HeartbeatRunID); err != nil {
 		return nil, false, fmt.Errorf("error storing cost event: %w", err)
 	}
-	stored, err := scanCostEvent(tx.QueryRow(ctx, insertCostSQL, args...))
+	stored, err := scanCostEvent(tx.QueryRow(ctx, insertCostSQL, insertCostArgs(in)...))
 	inserted := true
 	if errors.Is(err, pgx.ErrNoRows) {
 		inserted = false
@@ -440,4 +439,11 @@ func (c *Costs) insertCost(ctx context.Context, in *costInput) (*CostEvent, bool
 		return nil, false, fmt.Errorf("error storing cost event: %w", err)
 	}
 	return stored, inserted, nil
+}
+
+// insertCostArgs returns the arguments of insertCostSQL for in.
+func insertCostArgs(in *costInput) []any {
+	e := &in.CostEvent
+	return []any{e.ID, e.CompanyID, e.AgentID, e.IssueID, e.ProjectID, e.GoalID, e.HeartbeatRunID, e.BillingCode, e.Provider, e.Biller,
+		e.BillingType, e.CostStatus, e.Model, e.InputTokens, e.CachedInputTokens, e.OutputTokens, e.CostCents, e.OccurredAt, in.Source}
 }
