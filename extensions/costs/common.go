@@ -288,9 +288,27 @@ func (c *Costs) agentsOf(ctx context.Context, companyID string) (map[string]*hos
 
 // workRefs is the answer of work.budgetRefs.
 type workRefs struct {
+	Issues              []issueRef   `json:"issues"`
 	Projects            []projectRef `json:"projects"`
 	Goals               []goalRef    `json:"goals"`
 	PausedByBudgetCount int          `json:"pausedByBudgetCount"`
+}
+
+// issueRef is an issue work.budgetRefs returns: its project and goal.
+type issueRef struct {
+	ID        string  `json:"id"`
+	ProjectID *string `json:"projectId"`
+	GoalID    *string `json:"goalId"`
+}
+
+// issue returns the named issue, nil when absent.
+func (w *workRefs) issue(id string) *issueRef {
+	for i := range w.Issues {
+		if w.Issues[i].ID == id {
+			return &w.Issues[i]
+		}
+	}
+	return nil
 }
 
 // projectRef and goalRef are the projects and goals work.budgetRefs returns.
@@ -328,9 +346,17 @@ func (w *workRefs) hasGoal(id string) bool {
 // refs asks the work extension about projects and goals of a company; ok is false when no
 // work extension is loaded.
 func (c *Costs) refs(ctx context.Context, companyID string, projectIDs, goalIDs []string) (*workRefs, bool, error) {
+	return c.refsWithIssues(ctx, companyID, nil, projectIDs, goalIDs)
+}
+
+// refsWithIssues is refs that also looks up issues, with their projects and goals.
+func (c *Costs) refsWithIssues(ctx context.Context, companyID string, issueIDs, projectIDs, goalIDs []string) (*workRefs, bool, error) {
 	var out workRefs
-	err := c.host.Call(ctx, "work.budgetRefs", sdk.SystemActor(), companyID,
-		map[string]any{"projectIds": nonNil(projectIDs), "goalIds": nonNil(goalIDs)}, &out)
+	in := map[string]any{"projectIds": nonNil(projectIDs), "goalIds": nonNil(goalIDs)}
+	if len(issueIDs) > 0 {
+		in["issueIds"] = issueIDs
+	}
+	err := c.host.Call(ctx, "work.budgetRefs", sdk.SystemActor(), companyID, in, &out)
 	if sdk.IsMethodNotProvided(err) {
 		return nil, false, nil
 	}

@@ -305,41 +305,36 @@ func (c *Costs) checkAttribution(ctx context.Context, e *CostEvent, strict bool)
 // (run usage) unknown projects and goals are dropped and an unknown issue is kept as is.
 func (c *Costs) checkRefs(ctx context.Context, at *attribution, strict bool) error {
 	var p problems
-	if at.IssueID != nil {
-		var iss struct {
-			ProjectID *string `json:"projectId"`
-			GoalID    *string `json:"goalId"`
+	if at.IssueID != nil || at.ProjectID != nil || at.GoalID != nil {
+		// One call to the work owner looks up the issue, with its project and goal, and the
+		// project and goal the event names.
+		var issues, projects, goals []string
+		if at.IssueID != nil {
+			issues = []string{*at.IssueID}
 		}
-		err := c.host.Call(ctx, "work.issues.get", sdk.SystemActor(), at.CompanyID, map[string]any{"id": *at.IssueID}, &iss)
-		var se *sdk.Error
-		switch {
-		case err == nil:
-			if at.ProjectID == nil {
-				at.ProjectID = iss.ProjectID
-			}
-			if at.GoalID == nil {
-				at.GoalID = iss.GoalID
-			}
-		case sdk.IsMethodNotProvided(err):
-		case errors.As(err, &se) && se.Status == http.StatusNotFound:
-			p.add("issueId", "must be an issue of this company")
-		default:
-			return fmt.Errorf("error reading issue %s: %w", *at.IssueID, err)
-		}
-	}
-	if at.ProjectID != nil || at.GoalID != nil {
-		var projects, goals []string
 		if at.ProjectID != nil {
 			projects = []string{*at.ProjectID}
 		}
 		if at.GoalID != nil {
 			goals = []string{*at.GoalID}
 		}
-		refs, ok, err := c.refs(ctx, at.CompanyID, projects, goals)
+		refs, ok, err := c.refsWithIssues(ctx, at.CompanyID, issues, projects, goals)
 		if err != nil {
 			return err
 		}
 		if ok {
+			if at.IssueID != nil {
+				if iss := refs.issue(*at.IssueID); iss == nil {
+					p.add("issueId", "must be an issue of this company")
+				} else {
+					if at.ProjectID == nil {
+						at.ProjectID = iss.ProjectID
+					}
+					if at.GoalID == nil {
+						at.GoalID = iss.GoalID
+					}
+				}
+			}
 			if at.ProjectID != nil && refs.project(*at.ProjectID) == nil {
 				p.add("projectId", "must be a project of this company")
 				if !strict {

@@ -31,9 +31,10 @@ func init() {
 			Call: callProjectsResumeFromBudget,
 		},
 		"budgetRefs": {
-			Description: "Look up projects and goals of the call's company for cost attribution and budget views: input " +
-				"{projectIds?, goalIds?}. Output: {projects: [{id, name, pauseReason, pausedAt}] (the named ones that exist, " +
-				"plus every project paused by budget), goals: [{id, title}], pausedByBudgetCount}.",
+			Description: "Look up issues, projects and goals of the call's company for cost attribution and budget views: " +
+				"input {issueIds?, projectIds?, goalIds?}. Output: {issues: [{id, projectId, goalId}] (the named ones that exist; " +
+				"their projects and goals are looked up too), projects: [{id, name, pauseReason, pausedAt}] (the named ones " +
+				"that exist, plus every project paused by budget), goals: [{id, title}], pausedByBudgetCount}.",
 			Call: callBudgetRefs,
 		},
 	})
@@ -151,9 +152,17 @@ type budgetGoalRef struct {
 	Title string `bun:"title" json:"title"`
 }
 
+// budgetIssueRef is an issue of work.budgetRefs: what a cost attributed to it derives.
+type budgetIssueRef struct {
+	ID        string  `bun:"id" json:"id"`
+	ProjectID *string `bun:"project_id" json:"projectId"`
+	GoalID    *string `bun:"goal_id" json:"goalId"`
+}
+
 func callBudgetRefs(w *Work, ctx context.Context, call *sdk.MethodCall) (any, error) {
 	var in struct {
 		CompanyID  string   `json:"companyId"`
+		IssueIDs   []string `json:"issueIds"`
 		ProjectIDs []string `json:"projectIds"`
 		GoalIDs    []string `json:"goalIds"`
 	}
@@ -166,6 +175,21 @@ func callBudgetRefs(w *Work, ctx context.Context, call *sdk.MethodCall) (any, er
 	}
 	if !isUUID(companyID) {
 		return nil, invalid("companyId", "is required")
+	}
+	issues := []budgetIssueRef{}
+	if issueIDs := uuidsOnly(in.IssueIDs); len(issueIDs) > 0 {
+		if err := w.db.NewSelect().Table("issues").Column("id", "project_id", "goal_id").
+			Where("company_id = ? AND id IN (?)", companyID, bun.In(issueIDs)).OrderExpr("id").Scan(ctx, &issues); err != nil {
+			return nil, fmt.Errorf("error reading issues of company %s: %w", companyID, err)
+		}
+		for _, iss := range issues {
+			if iss.ProjectID != nil {
+				in.ProjectIDs = append(in.ProjectIDs, *iss.ProjectID)
+			}
+			if iss.GoalID != nil {
+				in.GoalIDs = append(in.GoalIDs, *iss.GoalID)
+			}
+		}
 	}
 	projectIDs, goalIDs := uuidsOnly(in.ProjectIDs), uuidsOnly(in.GoalIDs)
 	projects := []budgetProjectRef{}
@@ -188,7 +212,7 @@ func callBudgetRefs(w *Work, ctx context.Context, call *sdk.MethodCall) (any, er
 			return nil, fmt.Errorf("error reading goals of company %s: %w", companyID, err)
 		}
 	}
-	return map[string]any{"projects": projects, "goals": goals, "pausedByBudgetCount": paused}, nil
+	return map[string]any{"issues": issues, "projects": projects, "goals": goals, "pausedByBudgetCount": paused}, nil
 }
 
 // uuidsOnly keeps the canonical UUIDs of ids, without repeats.
