@@ -14,16 +14,23 @@ import (
 // activityGroupMax is the most entries one group statement writes.
 const activityGroupMax = 256
 
+// activityFlushers is how many groups may be in flight at once. One flusher alone would
+// serialize on the WAL flush of each group (a few milliseconds on a slow disk), so that
+// entries arriving during it wait for two flushes; a second group in flight lets
+// PostgreSQL flush both at once, as it does for concurrent commits.
+const activityFlushers = 2
+
 // activityGroupTimeout bounds one group statement; a caller stops waiting when its own
 // context ends.
 const activityGroupTimeout = time.Minute
 
 // activityWriter commits the activity entries that go straight to the pool (nobody
-// subscribes to them) in groups: concurrent appends hand their entry to one flusher
-// goroutine, which writes everything waiting in one statement and one transaction, so
-// concurrent requests share a WAL flush instead of queueing for one each. There is no
-// timer: the first entry is written at once, and the entries that arrive meanwhile form
-// the next group.
+// subscribes to them) in groups: concurrent appends hand their entry to the writer's
+// flushers (activityFlushers goroutines), one of which writes everything waiting in one
+// statement and one transaction, so concurrent requests share one statement and one
+// commit instead of one each. There is no timer: an entry that finds a flusher idle is
+// written at once, and the entries that arrive while the flushers are busy form the next
+// group.
 type activityWriter struct {
 	k *Kernel
 
@@ -65,10 +72,17 @@ const (
 	activityFailed
 )
 
-// newActivityWriter starts the flusher of k; stop ends it.
-func newActivityWriter(k *Kernel) *activityWriter {
+// newActivityWriter starts n flushers for k; stopWriter ends them.
+func newActivityWriter(k *Kernel, n int) *activityWriter {
 	w := &activityWriter{k: k, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	go w.run()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(w.run)
+	}
+	go func() {
+		wg.Wait()
+		close(w.done)
+	}()
 	return w
 }
 
@@ -129,7 +143,7 @@ func (w *activityWriter) enqueue(a *activityAppend) bool {
 }
 
 // take removes up to activityGroupMax waiting entries from the queue, leaving out those
-// whose caller stopped waiting.
+// whose caller stopped waiting; it wakes another flusher for what it leaves.
 func (w *activityWriter) take() []*activityAppend {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -146,14 +160,18 @@ func (w *activityWriter) take() []*activityAppend {
 	w.queue = w.queue[n:]
 	if len(w.queue) == 0 {
 		w.queue = w.queue[:0:0] // let a burst's backing array go
+	} else {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
 	}
 	return group
 }
 
-// run is the flusher: it writes the waiting entries group by group until stopped, then
+// run is a flusher: it writes the waiting entries group by group until stopped, then
 // writes what is left.
 func (w *activityWriter) run() {
-	defer close(w.done)
 	for {
 		stopping := false
 		select {
@@ -174,8 +192,8 @@ func (w *activityWriter) run() {
 	}
 }
 
-// stopWriter ends the flusher after it wrote every entry handed to it; later appends are
-// written alone. Idempotent.
+// stopWriter ends the flushers after they wrote every entry handed to them; later appends
+// are written alone. Idempotent.
 func (w *activityWriter) stopWriter() {
 	w.stopOnce.Do(func() {
 		w.mu.Lock()

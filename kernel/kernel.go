@@ -206,7 +206,7 @@ func New(ctx context.Context, dsn string, cfg Config) (*Kernel, error) {
 		startedAt: time.Now(),
 		feed:      newActivityFeed(),
 	}
-	k.activityW = newActivityWriter(k)
+	k.activityW = newActivityWriter(k, activityFlushers)
 	if err := k.migrate(ctx); err != nil {
 		k.Close()
 		return nil, err
