@@ -40,7 +40,9 @@ type ActivityInsertParams struct {
 	ResponsibleUserID string
 	Details           any
 	// ID, when set, makes the insert idempotent: an entry already recorded under it is
-	// neither written nor delivered again (outboxes deliver at least once).
+	// neither written nor delivered again (outboxes deliver at least once). An entry with
+	// an ID that nobody subscribes to commits without waiting for its WAL flush: its writer
+	// keeps delivering it until it records the delivery, later, in the same database.
 	ID string
 	// Source names the writer for event delivery ("kernel" or an extension key); entries
 	// from SourceAPI are recorded but not delivered.
