@@ -47,9 +47,8 @@ type activityWriter struct {
 
 // activityAppend is one entry waiting for its group.
 type activityAppend struct {
-	ctx context.Context
-	p   *ActivityInsertParams
-	e   *ActivityEntry
+	p *ActivityInsertParams
+	e *ActivityEntry
 	// withdrawn is set (under the writer's mu) by a caller that stopped waiting before the
 	// entry was taken into a group.
 	withdrawn bool
@@ -93,7 +92,7 @@ func (w *activityWriter) write(ctx context.Context, p *ActivityInsertParams, e *
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("error appending activity %s: %w", p.Action, err)
 	}
-	a := &activityAppend{ctx: ctx, p: p, e: e, done: make(chan struct{})}
+	a := &activityAppend{p: p, e: e, done: make(chan struct{})}
 	if !w.enqueue(a) {
 		// Stopping: write it alone (the pool closes next, so this fails unless it is quick).
 		_, err := w.k.activityWrite(ctx, w.k.Pool, p, e)
@@ -216,7 +215,7 @@ func (w *activityWriter) flush(group []*activityAppend) {
 			plain = append(plain, a)
 		}
 	}
-	for _, part := range [][]*activityAppend{plain, outbox} {
+	for _, part := range [][]*activityAppend{outbox, plain} { // the quicker first
 		if len(part) == 0 {
 			continue
 		}

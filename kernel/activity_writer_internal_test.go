@@ -29,7 +29,7 @@ func TestActivityWriterGroup(t *testing.T) {
 		t.Helper()
 		e, err := newActivityEntry(p)
 		require.NoError(t, err)
-		return &activityAppend{ctx: ctx, p: p, e: e, done: make(chan struct{})}
+		return &activityAppend{p: p, e: e, done: make(chan struct{})}
 	}
 	count := func(t *testing.T, id string) int {
 		t.Helper()
