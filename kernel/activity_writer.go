@@ -17,7 +17,8 @@ const activityGroupMax = 256
 // activityFlushers is how many groups may be in flight at once. One flusher alone would
 // serialize on the WAL flush of each group (a few milliseconds on a slow disk), so that
 // entries arriving during it wait for two flushes; a second group in flight lets
-// PostgreSQL flush both at once, as it does for concurrent commits.
+// PostgreSQL flush both at once, as it does for concurrent commits. Outbox entries, which
+// wait for no flush, have one group in flight at most (outboxBusy).
 const activityFlushers = 2
 
 // activityGroupTimeout bounds one group statement; a caller stops waiting when its own
@@ -37,6 +38,10 @@ type activityWriter struct {
 	mu      sync.Mutex
 	queue   []*activityAppend
 	stopped bool
+	// outboxBusy is set while a flusher writes outbox entries, which commit without a WAL
+	// flush: the other flusher leaves the entries arriving meanwhile to it, for one group
+	// after it, since a second statement in flight would only split the group.
+	outboxBusy bool
 
 	// wake holds a token while the queue may be non-empty.
 	wake     chan struct{}
@@ -142,10 +147,15 @@ func (w *activityWriter) enqueue(a *activityAppend) bool {
 }
 
 // take removes up to activityGroupMax waiting entries from the queue, leaving out those
-// whose caller stopped waiting; it wakes another flusher for what it leaves.
+// whose caller stopped waiting; it wakes another flusher for what it leaves. It takes
+// nothing while another flusher writes outbox entries (outboxBusy, which it sets when it
+// takes some).
 func (w *activityWriter) take() []*activityAppend {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.outboxBusy {
+		return nil
+	}
 	var group []*activityAppend
 	n := 0
 	for n < len(w.queue) && len(group) < activityGroupMax {
@@ -153,6 +163,7 @@ func (w *activityWriter) take() []*activityAppend {
 		n++
 		if !a.withdrawn {
 			group = append(group, a)
+			w.outboxBusy = w.outboxBusy || a.p.ID != ""
 		}
 	}
 	clear(w.queue[:n])
@@ -227,6 +238,25 @@ func (w *activityWriter) flush(group []*activityAppend) {
 		}
 		for _, a := range part {
 			close(a.done)
+		}
+		if part[0].p.ID != "" {
+			w.outboxWritten()
+		}
+	}
+}
+
+// outboxWritten clears outboxBusy once a flusher wrote its outbox entries, and wakes the
+// other flusher for the entries that arrived meanwhile while this one writes the rest of
+// its group.
+func (w *activityWriter) outboxWritten() {
+	w.mu.Lock()
+	w.outboxBusy = false
+	waiting := len(w.queue) > 0
+	w.mu.Unlock()
+	if waiting {
+		select {
+		case w.wake <- struct{}{}:
+		default:
 		}
 	}
 }

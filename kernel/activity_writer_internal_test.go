@@ -147,4 +147,19 @@ func TestActivityWriterGroup(t *testing.T) {
 		require.Equal(t, []*activityAppend{kept}, group)
 		require.Empty(t, w.queue)
 	})
+
+	t.Run("OneOutboxGroupInFlight", func(t *testing.T) {
+		fromOutbox := prepare(t, &ActivityInsertParams{CompanyID: c.ID, Action: "issue.created", ID: uuid.NewString()})
+		next := prepare(t, &ActivityInsertParams{CompanyID: c.ID, Action: "issue.created"})
+		w.queue = []*activityAppend{fromOutbox}
+		require.Equal(t, []*activityAppend{fromOutbox}, w.take())
+		require.True(t, w.outboxBusy)
+		w.queue = []*activityAppend{next}
+		require.Empty(t, w.take(), "the next group waits for the outbox group")
+		w.flush([]*activityAppend{fromOutbox})
+		require.False(t, w.outboxBusy)
+		require.NoError(t, w.finish(ctx, fromOutbox))
+		require.Equal(t, []*activityAppend{next}, w.take())
+		require.False(t, w.outboxBusy)
+	})
 }
