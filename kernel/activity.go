@@ -40,7 +40,9 @@ type ActivityInsertParams struct {
 	ResponsibleUserID string
 	Details           any
 	// ID, when set, makes the insert idempotent: an entry already recorded under it is
-	// neither written nor delivered again (outboxes deliver at least once).
+	// neither written nor delivered again (outboxes deliver at least once). An entry with
+	// an ID that nobody subscribes to commits without waiting for its WAL flush: its writer
+	// keeps delivering it until it records the delivery, later, in the same database.
 	ID string
 	// Source names the writer for event delivery ("kernel" or an extension key); entries
 	// from SourceAPI are recorded but not delivered.
@@ -126,14 +128,20 @@ func newActivityEntry(p *ActivityInsertParams) (*ActivityEntry, error) {
 
 // ActivityInsert appends an entry to the activity log and publishes it as the event named by
 // its action (plus "activity.logged") to subscribed extensions, in one transaction. An entry
-// that no extension takes is one statement.
+// that no extension takes is committed together with the other such entries appended at the
+// same time, in one statement (activity_writer.go).
 func (k *Kernel) ActivityInsert(ctx context.Context, p *ActivityInsertParams) (*ActivityEntry, error) {
 	e, err := newActivityEntry(p)
 	if err != nil {
 		return nil, err
 	}
 	if !k.activityDelivered(ctx, p) {
-		if _, err := k.activityWrite(ctx, k.Pool, p, e); err != nil {
+		if k.activityW != nil {
+			err = k.activityW.write(ctx, p, e)
+		} else {
+			_, err = k.activityWrite(ctx, k.Pool, p, e)
+		}
+		if err != nil {
 			return nil, err
 		}
 		k.feed.notify(p.CompanyID)
@@ -196,19 +204,15 @@ func (k *Kernel) activityWrite(ctx context.Context, db activityQuerier, p *Activ
 	}
 	err = db.QueryRow(ctx, q, e.ID, e.CompanyID, e.ActorType, e.ActorID, e.Action, e.EntityType, e.EntityID, e.AgentID,
 		e.RunID, e.ResponsibleUserID, e.Details).Scan(&e.CreatedAt)
-	inserted = err == nil
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Recorded (and delivered) already under this id: a repeated outbox delivery; or,
 		// with CompanyMustExist, no such company.
-		err = db.QueryRow(ctx, `SELECT created_at FROM kernel.activity_log WHERE id = $1`, e.ID).Scan(&e.CreatedAt)
-		if errors.Is(err, pgx.ErrNoRows) && p.CompanyMustExist {
-			return false, ErrCompanyNotFound
-		}
+		return false, k.activityResolve(ctx, db, p, e)
 	}
 	if err != nil {
 		return false, fmt.Errorf("error appending activity %s: %w", p.Action, err)
 	}
-	return inserted, nil
+	return true, nil
 }
 
 // activityInsertTx writes a prepared entry and enqueues its deliveries inside tx, so a

@@ -160,6 +160,9 @@ type Kernel struct {
 
 	// feed wakes this node's company event streams (activity_stream.go).
 	feed *activityFeed
+	// activityW commits undelivered activity entries in groups (activity_writer.go); nil
+	// writes each alone.
+	activityW *activityWriter
 
 	// ReadCache keeps the answers of cacheable extension reads (readcache.go); it serves
 	// nothing until the host runs it.
@@ -203,6 +206,7 @@ func New(ctx context.Context, dsn string, cfg Config) (*Kernel, error) {
 		startedAt: time.Now(),
 		feed:      newActivityFeed(),
 	}
+	k.activityW = newActivityWriter(k, activityFlushers)
 	if err := k.migrate(ctx); err != nil {
 		k.Close()
 		return nil, err
@@ -238,8 +242,12 @@ func (k *Kernel) SetEventPublisher(p EventPublisher) { k.events = p }
 // SetExtensionDirectory sets the source of live extension state for the plugin routes.
 func (k *Kernel) SetExtensionDirectory(d ExtensionDirectory) { k.extensions = d }
 
-// Close releases the database connections.
+// Close writes the activity entries handed to the writer, then releases the database
+// connections.
 func (k *Kernel) Close() {
+	if k.activityW != nil {
+		k.activityW.stopWriter()
+	}
 	if k.SQL != nil {
 		k.SQL.Close()
 	}
