@@ -373,6 +373,14 @@ func (c *Costs) checkRefs(ctx context.Context, at *attribution, strict bool) err
 	return p.err()
 }
 
+// rollupAddSQL adds the rollup rows an INSERT INTO cost_rollups AS r proposes to the rows
+// already there (every measure is a sum).
+const rollupAddSQL = `ON CONFLICT ON CONSTRAINT cost_rollups_key DO UPDATE SET
+		cost_cents = r.cost_cents + excluded.cost_cents, input_tokens = r.input_tokens + excluded.input_tokens,
+		cached_input_tokens = r.cached_input_tokens + excluded.cached_input_tokens,
+		output_tokens = r.output_tokens + excluded.output_tokens, event_count = r.event_count + excluded.event_count,
+		run_count = r.run_count + excluded.run_count`
+
 // insertCostSQL stores one cost event and adds it to its hourly, daily and monthly rollups
 // in one statement. A run's usage recorded twice inserts nothing (the statement returns no row).
 const insertCostSQL = `WITH ev AS (
@@ -390,11 +398,7 @@ const insertCostSQL = `WITH ev AS (
 		ev.agent_id, ev.project_id, ev.provider, ev.biller, ev.billing_type, ev.model, ev.cost_cents, ev.input_tokens,
 		ev.cached_input_tokens, ev.output_tokens, 1, ev.counts_run::int
 	FROM ev CROSS JOIN (VALUES ('h', 'hour'), ('d', 'day'), ('m', 'month')) AS g (grain, unit)
-	ON CONFLICT ON CONSTRAINT cost_rollups_key DO UPDATE SET
-		cost_cents = r.cost_cents + excluded.cost_cents, input_tokens = r.input_tokens + excluded.input_tokens,
-		cached_input_tokens = r.cached_input_tokens + excluded.cached_input_tokens,
-		output_tokens = r.output_tokens + excluded.output_tokens, event_count = r.event_count + excluded.event_count,
-		run_count = r.run_count + excluded.run_count
+	` + rollupAddSQL + `
 )
 SELECT ` + costEventColumns + ` FROM ev`
 

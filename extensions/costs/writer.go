@@ -170,11 +170,7 @@ const insertGroupSQL = `WITH ev AS (
 	FROM ev CROSS JOIN (VALUES (1, 'h', 'hour'), (2, 'd', 'day'), (3, 'm', 'month')) AS g (ord, grain, unit)
 	GROUP BY g.ord, 1, 2, 3, 4, 5, 6, 7, 8, 9
 	ORDER BY g.ord, 1, 3, 4, 5, 6, 7, 8, 9
-	ON CONFLICT ON CONSTRAINT cost_rollups_key DO UPDATE SET
-		cost_cents = r.cost_cents + excluded.cost_cents, input_tokens = r.input_tokens + excluded.input_tokens,
-		cached_input_tokens = r.cached_input_tokens + excluded.cached_input_tokens,
-		output_tokens = r.output_tokens + excluded.output_tokens, event_count = r.event_count + excluded.event_count,
-		run_count = r.run_count + excluded.run_count
+	` + rollupAddSQL + `
 )
 SELECT ` + costEventColumns + ` FROM ev`
 
