@@ -39,7 +39,10 @@ type AppendActivityRequest struct {
 	RunId       string `protobuf:"bytes,8,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	DetailsJson []byte `protobuf:"bytes,9,opt,name=details_json,json=detailsJson,proto3" json:"details_json,omitempty"`
 	// id, when set (a UUID), makes the append idempotent: an entry already recorded under this
-	// id is not written or delivered again. Outboxes that drain at least once set it.
+	// id is not written or delivered again. Outboxes that drain at least once set it. An entry
+	// with an id that no extension subscribes to commits without waiting for its WAL flush, so
+	// set it only for an entry the writer delivers again until it records the delivery in the
+	// same database (as sdk/outbox does).
 	Id            string `protobuf:"bytes,10,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
