@@ -189,6 +189,11 @@ type Method struct {
 	// method ("secrets" for a method that hands out secret values): a method is reached
 	// through Calls, and a capability gate on the host service alone would be bypassed.
 	Requires []string `json:"requires,omitempty"`
+	// ReadOnly declares that the method changes nothing: the host keeps the company's
+	// cached reads (see Route.Cache) after a call, where it forgets them after any other
+	// call, since a method may write. A method that writes must not set it, or cached
+	// reads stay stale for up to the cache's lifetime.
+	ReadOnly bool `json:"readOnly,omitempty"`
 }
 
 // Route access policies.
@@ -709,12 +714,23 @@ func (m *Manifest) MethodRequires(name string) []string {
 
 // ProvidesMethod reports whether the manifest provides a method.
 func (m *Manifest) ProvidesMethod(name string) bool {
-	for _, p := range m.Provides {
-		if p.Name == name {
-			return true
+	return m.providedMethod(name) != nil
+}
+
+// MethodReadOnly reports whether the manifest provides the method and declares it
+// read-only.
+func (m *Manifest) MethodReadOnly(name string) bool {
+	p := m.providedMethod(name)
+	return p != nil && p.ReadOnly
+}
+
+func (m *Manifest) providedMethod(name string) *Method {
+	for i := range m.Provides {
+		if m.Provides[i].Name == name {
+			return &m.Provides[i]
 		}
 	}
-	return false
+	return nil
 }
 
 // UsesMethod reports whether the manifest declares that it uses "owner.method". A use

@@ -18,6 +18,7 @@ import (
 func init() {
 	addMethods(map[string]method{
 		"dashboardCounts": {
+			ReadOnly: true,
 			Description: "Count a company's agents and recent runs for the dashboard. Input: {companyId (the call's company wins)}. " +
 				"Output: {active (idle and active agents), running (executing a heartbeat), paused, error, " +
 				"pausedByBudget (paused agents whose pauseReason is budget), runActivity: 14 entries, oldest first, one per UTC day " +

@@ -18,6 +18,7 @@ func init() {
 			Call: (*Agents).methodWakeup,
 		},
 		"runStatus": {
+			ReadOnly:    true,
 			Description: "Read a run's status. Input: {runId}. Output: {found, status, agentId, companyId, issueId (the run's context issue, \"\" when none)}.",
 			Call:        (*Agents).methodRunStatus,
 		},

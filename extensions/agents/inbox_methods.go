@@ -15,12 +15,14 @@ import (
 func init() {
 	addMethods(map[string]method{
 		"inboxCounts": {
+			ReadOnly: true,
 			Description: "Count a company's items for the board's inbox badge. Input: {companyId (the call's company wins), excludeIds " +
 				"(run ids the reader dismissed)}. Output: {failedRuns: agents, not terminated, whose latest run failed or timed out " +
 				"and is not excluded}.",
 			Call: callInboxCounts,
 		},
 		"runStatuses": {
+			ReadOnly: true,
 			Description: "Read the status of many runs at once. Input: {runIds (up to 1000)}. Output: {runs: {<runId>: {status, agentId, " +
 				"companyId, finishedAt}}}; a run that does not exist (or is outside the call's company) is left out.",
 			Call: callRunStatuses,

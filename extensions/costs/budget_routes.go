@@ -45,12 +45,14 @@ func init() {
 			Call: callUpsertBudgetPolicy,
 		},
 		"budgetGate": {
+			ReadOnly: true,
 			Description: "Ask whether budget enforcement blocks new work: input {companyId, agentId, projectId?}. Output {blocked, " +
 				"scopeType, scopeId, incidentId, reason}: blocked while an open hard incident of the current window (or a budget " +
 				"pause kept by the board) covers the company, the agent or the project.",
 			Call: callBudgetGate,
 		},
 		"dashboardSummary": {
+			ReadOnly: true,
 			Description: "Budget figures of the dashboard: input {companyId}. Output {monthSpendCents, monthBudgetCents, " +
 				"monthUtilizationPercent, activeIncidents, pendingApprovals} for the current UTC month; pendingApprovals counts " +
 				"open hard incidents, which wait for a board decision.",

@@ -15,6 +15,7 @@ const usageIssuesMax = 5000
 func init() {
 	addMethods(map[string]method{
 		"issueUsage": {
+			ReadOnly: true,
 			Description: "Sum the cost events of a set of issues (status cards: a card's generation tasks). Input {companyId, " +
 				"issueIds (at most 5000), since? (RFC 3339; events that occurred at or after it)}. The call's company wins. " +
 				"Output: {inputTokens, outputTokens, costCents, byRun: {heartbeatRunId: {inputTokens, outputTokens, " +

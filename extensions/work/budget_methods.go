@@ -31,6 +31,7 @@ func init() {
 			Call: callProjectsResumeFromBudget,
 		},
 		"budgetRefs": {
+			ReadOnly: true,
 			Description: "Look up issues, projects and goals of the call's company for cost attribution and budget views: " +
 				"input {issueIds?, projectIds?, goalIds?}. Output: {issues: [{id, projectId, goalId}] (the named ones that exist; " +
 				"their projects and goals are looked up too), projects: [{id, name, pauseReason, pausedAt}] (the named ones " +

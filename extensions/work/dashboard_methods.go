@@ -13,6 +13,7 @@ import (
 func init() {
 	addMethods(map[string]method{
 		"dashboardCounts": {
+			ReadOnly: true,
 			Description: "Count a company's work for the dashboard. Input: {companyId (defaults to the call's company)}. Output: " +
 				"{open (backlog, todo, in_progress, in_review and blocked issues; hidden issues never count), inProgress, blocked, done, " +
 				"pendingApprovals (approvals with status pending), pausedProjectsByBudget (unarchived projects with pauseReason budget)}.",

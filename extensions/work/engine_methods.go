@@ -16,6 +16,7 @@ import (
 func init() {
 	addMethods(map[string]method{
 		"issues.locks": {
+			ReadOnly: true,
 			Description: "Read what decides whether a wake for an issue may run: input {id} (UUID or identifier) of an issue of " +
 				"the call's company. Output: {found, id, status, executionRunId, checkoutRunId, projectId}; found is false " +
 				"for an unknown issue or one of another company.",

@@ -12,6 +12,7 @@ import (
 func init() {
 	addMethods(map[string]method{
 		"inboxCounts": {
+			ReadOnly: true,
 			Description: "Count a company's items for the board's inbox badge. Input: {companyId (defaults to the call's company), " +
 				"excludeIds (approval ids the reader dismissed)}. Output: {approvals: approvals in status pending or revision_requested, " +
 				"less the excluded ones}.",

@@ -33,6 +33,7 @@ func init() {
 			Call: (*Work).methodIssuesUpdate,
 		},
 		"issues.get": {
+			ReadOnly:    true,
 			Description: "Read an issue of the call's company. Input: {id} or {identifier}. Output: the issue as GET /api/issues/{id} shows it.",
 			Call:        (*Work).methodIssuesGet,
 		},

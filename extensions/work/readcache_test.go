@@ -1,6 +1,7 @@
 package work_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 	"github.com/keelhq/keel/sdktest"
 )
 
@@ -101,4 +103,39 @@ func TestIssueListReadCache(t *testing.T) {
 		}
 		return false
 	}, "the second node's list shows node one's update")
+}
+
+// TestReadOnlyCallKeepsReadCache: a call to a method its manifest declares read-only
+// (work.dashboardCounts) leaves the company's cached reads in place, and a call to any
+// other method (work.issues.update) forgets them.
+func TestReadOnlyCallKeepsReadCache(t *testing.T) {
+	h := startWork(t)
+	company := h.CreateCompany("Read Only Calls")
+	created := h.Do("POST", "/api/companies/"+company+"/issues", map[string]any{"title": "counted"})
+	require.Equal(t, http.StatusCreated, created.Status, "%s", created.Body)
+	issueID := created.Map(t)["id"].(string)
+	hit := func() bool {
+		before, _ := h.Kernel.ReadCache.Stats()
+		listTitles(t, h, company)
+		after, _ := h.Kernel.ReadCache.Stats()
+		return after > before
+	}
+	sdktest.WaitFor(t, 30*time.Second, hit, "repeated issue lists are answered from the read cache")
+
+	invoke := func(method, input string) {
+		t.Helper()
+		res, err := h.Supervisor.Invoke(context.Background(), "kernel", &hostv1.InvokeRequest{Method: method,
+			InputJson: []byte(input), CompanyId: company})
+		require.NoError(t, err)
+		require.Nil(t, res.Error, "%s: %v", method, res.Error)
+	}
+	invoke("work.dashboardCounts", `{}`)
+	require.True(t, hit(), "a read-only call keeps the cached list")
+
+	invoke("work.issues.update", fmt.Sprintf(`{"id":%q,"title":"renamed"}`, issueID))
+	before, _ := h.Kernel.ReadCache.Stats()
+	_, titles := listTitles(t, h, company)
+	after, _ := h.Kernel.ReadCache.Stats()
+	require.Equal(t, before, after, "a call that may write forgets the cached list")
+	require.Equal(t, []string{"renamed"}, titles)
 }

@@ -65,8 +65,11 @@ func (s *Supervisor) Invoke(ctx context.Context, caller string, req *hostv1.Invo
 			Message: apiErr.Message, Source: "downstream"}}, nil
 	}
 	// The method may write: the company's cached reads (every company's when the call
-	// names none) are forgotten before the caller learns the outcome.
-	defer s.k.ReadCache.Invalidate(req.CompanyId)
+	// names none) are forgotten before the caller learns the outcome, unless its manifest
+	// declares it read-only.
+	if !m.src.Manifest.MethodReadOnly(method) {
+		defer s.k.ReadCache.Invalidate(req.CompanyId)
+	}
 	start := time.Now()
 	res, err := client.Call(ctx, &extensionv1.CallRequest{Method: method, InputJson: req.InputJson, Actor: req.Actor, Caller: caller, CompanyId: req.CompanyId})
 	s.cfg.Metrics.ObserveHop(m.key, "call", time.Since(start), err)

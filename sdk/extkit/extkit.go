@@ -56,6 +56,8 @@ type Method[E any] struct {
 	Description string
 	// Requires are capabilities the caller must declare (sdk.Method.Requires).
 	Requires []string
+	// ReadOnly declares that the method changes nothing (sdk.Method.ReadOnly).
+	ReadOnly bool
 	Call     func(e E, ctx context.Context, call *sdk.MethodCall) (any, error)
 }
 
@@ -159,7 +161,8 @@ func (t *Table[E]) Manifest(base *sdk.Manifest) *sdk.Manifest {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		m.Provides = append(m.Provides, sdk.Method{Name: name, Description: methods[name].Description, Requires: methods[name].Requires})
+		m.Provides = append(m.Provides, sdk.Method{Name: name, Description: methods[name].Description, Requires: methods[name].Requires,
+			ReadOnly: methods[name].ReadOnly})
 	}
 	m.Jobs = append(m.Jobs, t.Jobs()...)
 	return &m
