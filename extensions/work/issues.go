@@ -630,8 +630,10 @@ func (w *Work) issueCreate(ctx context.Context, companyID string, body *IssueCre
 		return nil, false, fmt.Errorf("error numbering issue: %w", err)
 	}
 	iss.IssueNumber, iss.Identifier = num.Number, num.Identifier
+	// A plain issue has no labels and no blocker edges: it is one row, and its view needs no reads.
+	plain := len(labelIDs) == 0 && len(blockerIDs) == 0 && (child == nil || !child.BlockParentUntilDone)
 	var fx effects
-	if len(labelIDs) == 0 && len(blockerIDs) == 0 && (child == nil || !child.BlockParentUntilDone) && !idem.Keyed(ctx) && w.pool != nil {
+	if plain && !idem.Keyed(ctx) && w.pool != nil {
 		err = w.issueInsertBatch(ctx, &fx, companyID, iss, child)
 	} else {
 		err = w.issueInsertTx(ctx, &fx, companyID, iss, labelIDs, blockerIDs, child)
@@ -647,8 +649,7 @@ func (w *Work) issueCreate(ctx context.Context, companyID string, body *IssueCre
 		return nil, false, err
 	}
 	w.deliver(ctx, &fx)
-	if len(labelIDs) == 0 && len(blockerIDs) == 0 && (child == nil || !child.BlockParentUntilDone) {
-		// The new issue has no labels and no blocker edges either way: its view needs no reads.
+	if plain {
 		return &IssueView{Issue: iss, Labels: []Label{}, LabelIDs: []string{}, BlockedBy: &[]IssueBrief{}, Blocks: &[]IssueBrief{}}, true, nil
 	}
 	v, err := w.issueView(ctx, iss)
