@@ -323,6 +323,10 @@ func WaitFor(t testing.TB, timeout time.Duration, cond func() bool, msg string) 
 var (
 	buildMu    sync.Mutex
 	buildCache = map[string]string{}
+	// buildRoot holds every directory BuildProcessExtension made in this test binary; Main
+	// removes it after the tests (a build is tens of megabytes, and every run of every test
+	// binary used to leave its builds in the temporary directory).
+	buildRoot string
 )
 
 // BuildProcessExtension builds the Go package in pkgDir into an extension directory (the
@@ -341,7 +345,13 @@ func BuildProcessExtension(t testing.TB, pkgDir string) string {
 	require.NoError(t, err)
 	m, err := sdk.ParseManifest(b)
 	require.NoError(t, err)
-	dir, err := os.MkdirTemp("", "keel-ext-*")
+	if buildRoot == "" {
+		root, err := os.MkdirTemp("", "keel-ext-builds-*")
+		require.NoError(t, err)
+		buildRoot = root
+		pgtest.AtExit(func() { os.RemoveAll(root) })
+	}
+	dir, err := os.MkdirTemp(buildRoot, "keel-ext-*")
 	require.NoError(t, err)
 	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, m.Runtime.Executable), ".")
 	cmd.Dir = abs

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	_ "github.com/keelhq/keel/adapters/process"
+	"github.com/keelhq/keel/host/pgembed/pgtest"
 	"github.com/keelhq/keel/host/supervisor"
 	"github.com/keelhq/keel/sdktest"
 )
@@ -19,6 +20,7 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 		os.Setenv(eventsDirEnv, dir)
+		pgtest.AtExit(func() { os.RemoveAll(dir) })
 	}
 	sdktest.Main(m)
 }

@@ -126,9 +126,32 @@ func exec(c *pgembed.Cluster, sql string) error {
 	return err
 }
 
-// Main wraps testing.M: runs the tests, then stops the shared cluster, then os.Exit(code). Use as `func TestMain(m *testing.M) { pgtest.Main(m) }`.
+// AtExit registers f to run once the tests of the binary have run, before Main stops the
+// shared cluster and exits: the place for a helper package to remove what it made for the
+// whole binary (temporary directories that outlive single tests). Functions run in the order
+// registered. Without Main they never run.
+func AtExit(f func()) {
+	exitMu.Lock()
+	defer exitMu.Unlock()
+	atExit = append(atExit, f)
+}
+
+var (
+	exitMu sync.Mutex
+	atExit []func()
+)
+
+// Main wraps testing.M: runs the tests, then the AtExit functions, then stops the shared
+// cluster, then os.Exit(code). Use as `func TestMain(m *testing.M) { pgtest.Main(m) }`.
 func Main(m *testing.M) {
 	code := m.Run()
+	exitMu.Lock()
+	fs := atExit
+	atExit = nil
+	exitMu.Unlock()
+	for _, f := range fs {
+		f()
+	}
 	mu.Lock()
 	if shared != nil {
 		if err := shared.Stop(); err != nil {
