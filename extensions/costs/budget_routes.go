@@ -532,8 +532,9 @@ const jobMaintenance = "budget-maintenance"
 
 func init() {
 	addJobs(sdk.Job{Key: jobMaintenance, Every: "5m", Description: "Dismiss open budget incidents whose window has ended and lift " +
-		"the budget pauses they set (a new window starts at 0), and at a new UTC month reset spentMonthlyCents of the " +
-		"companies and agents that spent in the previous one."})
+		"the budget pauses they set (a new window starts at 0), open the incidents that lifetime policies are due and " +
+		"have not had (a policy stored after the events that cross it), and at a new UTC month reset spentMonthlyCents " +
+		"of the companies and agents that spent in the previous one."})
 }
 
 // maintenance runs the budget maintenance job. It is idempotent.
@@ -548,7 +549,65 @@ func (c *Costs) maintenance(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := c.catchUpLifetimePolicies(ctx); err != nil {
+		return err
+	}
 	return c.monthRollover(ctx)
+}
+
+// dueLifetimePoliciesSQL lists, per company, the scopes of the active lifetime policies
+// whose all-time billed cents (from the monthly rollups, as sumScopes reads them) cross a
+// threshold they have no incident for: the soft one at warnPercent when notifications are
+// on, the hard one at the amount when hard stop is on. An incident of the same amount
+// counts whatever its status, as it does for openIncident's unique key.
+const dueLifetimePoliciesSQL = `SELECT p.company_id::text,
+		coalesce(array_agg(DISTINCT p.scope_id::text) FILTER (WHERE p.scope_type = 'agent'), '{}'),
+		coalesce(array_agg(DISTINCT p.scope_id::text) FILTER (WHERE p.scope_type = 'project'), '{}')
+	FROM budget_policies p
+	CROSS JOIN LATERAL (SELECT coalesce(sum(r.cost_cents), 0) AS cents FROM cost_rollups r
+		WHERE r.company_id = p.company_id AND r.grain = 'm'
+		  AND (p.scope_type = 'company' OR (p.scope_type = 'agent' AND r.agent_id = p.scope_id)
+		    OR (p.scope_type = 'project' AND r.project_id = p.scope_id))) AS o
+	WHERE p.window_kind = 'lifetime' AND p.is_active AND p.amount > 0 AND p.metric = 'billed_cents'
+	  AND ((p.notify_enabled AND o.cents * 100 >= p.amount * p.warn_percent AND NOT EXISTS (SELECT 1 FROM budget_incidents i
+	        WHERE i.policy_id = p.id AND i.window_start IS NULL AND i.threshold_type = 'soft' AND i.amount_limit = p.amount))
+	    OR (p.hard_stop_enabled AND o.cents >= p.amount AND NOT EXISTS (SELECT 1 FROM budget_incidents i
+	        WHERE i.policy_id = p.id AND i.window_start IS NULL AND i.threshold_type = 'hard' AND i.amount_limit = p.amount)))
+	GROUP BY p.company_id ORDER BY p.company_id`
+
+// catchUpLifetimePolicies settles the companies whose lifetime policies are due an
+// incident they have not had. Policies are evaluated when an event of their scope is
+// settled; a lifetime policy stored after the events that cross it (here or on another
+// node), or one that was not yet visible to the insert of an event outside the current
+// month (see settleNeeded), waits at most for this job.
+func (c *Costs) catchUpLifetimePolicies(ctx context.Context) error {
+	rows, err := c.pool.Query(ctx, dueLifetimePoliciesSQL)
+	if err != nil {
+		return fmt.Errorf("error listing due lifetime budget policies: %w", err)
+	}
+	type due struct {
+		company          string
+		agents, projects []string
+	}
+	var all []due
+	for rows.Next() {
+		var d due
+		if err := rows.Scan(&d.company, &d.agents, &d.projects); err != nil {
+			rows.Close()
+			return fmt.Errorf("error listing due lifetime budget policies: %w", err)
+		}
+		all = append(all, d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("error listing due lifetime budget policies: %w", err)
+	}
+	for _, d := range all {
+		if err := c.settleSpend(ctx, d.company, d.agents, d.projects); err != nil {
+			c.log.Warn("error evaluating lifetime budget policies", "company", d.company, "error", err)
+		}
+	}
+	return nil
 }
 
 // expireIncident dismisses an open incident of an ended window and lifts its budget pause.

@@ -64,6 +64,10 @@ type CostEvent struct {
 	CostCents         int64     `json:"costCents"`
 	OccurredAt        time.Time `json:"occurredAt"`
 	CreatedAt         time.Time `json:"createdAt"`
+	// windowedPolicy is set on an event just stored when an active budget policy with a
+	// window other than the calendar month (lifetime) covered its company, agent or project
+	// as it was stored; see settleNeeded. Not part of the API shape.
+	windowedPolicy bool
 }
 
 const costEventColumns = `id::text, company_id::text, agent_id::text, issue_id::text, project_id::text, goal_id::text,
@@ -72,9 +76,29 @@ const costEventColumns = `id::text, company_id::text, agent_id::text, issue_id::
 
 func scanCostEvent(row pgx.Row) (*CostEvent, error) {
 	e := new(CostEvent)
-	err := row.Scan(&e.ID, &e.CompanyID, &e.AgentID, &e.IssueID, &e.ProjectID, &e.GoalID, &e.HeartbeatRunID, &e.BillingCode,
+	err := row.Scan(costEventDest(e)...)
+	return e, err
+}
+
+func costEventDest(e *CostEvent) []any {
+	return []any{&e.ID, &e.CompanyID, &e.AgentID, &e.IssueID, &e.ProjectID, &e.GoalID, &e.HeartbeatRunID, &e.BillingCode,
 		&e.Provider, &e.Biller, &e.BillingType, &e.CostStatus, &e.Model, &e.InputTokens, &e.CachedInputTokens,
-		&e.OutputTokens, &e.CostCents, &e.OccurredAt, &e.CreatedAt)
+		&e.OutputTokens, &e.CostCents, &e.OccurredAt, &e.CreatedAt}
+}
+
+// storedEventColumns are the columns the insert statements return for each event of their
+// CTE ev: costEventColumns, then whether an active policy with a window other than the
+// calendar month covers the event's company, agent or project (see settleNeeded). Asking in
+// the insert costs no round trip; budget_policies is small and indexed by company.
+const storedEventColumns = costEventColumns + `, EXISTS (SELECT 1 FROM budget_policies p
+		WHERE p.company_id = ev.company_id AND p.window_kind <> 'calendar_month_utc' AND p.is_active AND p.amount > 0
+		  AND (p.scope_type = 'company' OR (p.scope_type = 'agent' AND p.scope_id = ev.agent_id)
+		    OR (p.scope_type = 'project' AND p.scope_id = ev.project_id)))`
+
+// scanStoredEvent reads a row of storedEventColumns.
+func scanStoredEvent(row pgx.Row) (*CostEvent, error) {
+	e := new(CostEvent)
+	err := row.Scan(append(costEventDest(e), &e.windowedPolicy)...)
 	return e, err
 }
 
@@ -265,9 +289,7 @@ func (c *Costs) recordCost(ctx context.Context, actor *sdk.Actor, in *costInput,
 			"issueId": stored.IssueID, "projectId": stored.ProjectID, "inputTokens": stored.InputTokens, "outputTokens": stored.OutputTokens,
 		})
 	}()
-	// An event without billed cents (unpriced, subscription-included) changes no spend and
-	// crosses no threshold: there is nothing to settle.
-	if stored.CostCents > 0 {
+	if settleNeeded(stored, time.Now()) {
 		if err := c.spend.do(ctx, stored.CompanyID, stored.AgentID, strOr(stored.ProjectID, "")); err != nil {
 			// The event is stored; the next event or the maintenance job settles the spend again.
 			c.log.Warn("error settling spend after a cost event", "company", stored.CompanyID, "event", stored.ID, "error", err)
@@ -275,6 +297,33 @@ func (c *Costs) recordCost(ctx context.Context, actor *sdk.Actor, in *costInput,
 	}
 	<-logged
 	return stored, nil
+}
+
+// settleNeeded reports whether a cost event just stored can change what settling its
+// company's spend computes, so that the request must wait for a settle.
+//
+// An event without billed cents (unpriced, subscription-included) changes no spend and
+// crosses no threshold. An event outside the current UTC month (the seeding of history, a
+// late report) changes no monthly figure: spentMonthlyCents of the company and the agents,
+// and the observed amount of every calendar_month_utc policy, are sums over the current
+// month's rollups. It can only matter to a policy whose window holds it, which today is a
+// lifetime policy of its company, agent or project, and the insert statement says whether
+// one was active (storedEventColumns). With none, the settle would write the same figures
+// and open no incident, so it is skipped; the event is stored and counted in every read.
+//
+// The policies are read in the insert's snapshot instead of at settle time, a few
+// milliseconds later. A lifetime policy committed in between (on this node or another) is
+// not evaluated for this event; storing a policy does not evaluate it either, so the same
+// holds for any policy created after an event. Such a policy is evaluated at the next
+// settle of its scope (every settle evaluates the company's policy; an agent's or
+// project's at their next event) and, at the latest, by the maintenance job, which opens
+// the incidents that lifetime policies are due (catchUpLifetimePolicies).
+func settleNeeded(e *CostEvent, now time.Time) bool {
+	if e.CostCents <= 0 {
+		return false
+	}
+	ms, me := monthWindow(now)
+	return e.windowedPolicy || (!e.OccurredAt.Before(ms) && e.OccurredAt.Before(me))
 }
 
 // attribution is what a cost or finance event is attributed to.
@@ -400,7 +449,7 @@ const insertCostSQL = `WITH ev AS (
 	FROM ev CROSS JOIN (VALUES ('h', 'hour'), ('d', 'day'), ('m', 'month')) AS g (grain, unit)
 	` + rollupAddSQL + `
 )
-SELECT ` + costEventColumns + ` FROM ev`
+SELECT ` + storedEventColumns + ` FROM ev`
 
 // insertCost stores a cost event. inserted is false when the run's usage was already
 // recorded; the stored event is then the earlier one.
@@ -424,7 +473,7 @@ func (c *Costs) insertCost(ctx context.Context, in *costInput) (*CostEvent, bool
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 7))`, "costs-run:"+*e.HeartbeatRunID); err != nil {
 		return nil, false, fmt.Errorf("error storing cost event: %w", err)
 	}
-	stored, err := scanCostEvent(tx.QueryRow(ctx, insertCostSQL, insertCostArgs(in)...))
+	stored, err := scanStoredEvent(tx.QueryRow(ctx, insertCostSQL, insertCostArgs(in)...))
 	inserted := true
 	if errors.Is(err, pgx.ErrNoRows) {
 		inserted = false

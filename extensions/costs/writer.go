@@ -139,7 +139,7 @@ func (w *eventWriter) flush(group []*writeRequest) {
 		}
 	}
 	for _, req := range group {
-		ev, err := scanCostEvent(w.pool.QueryRow(ctx, insertCostSQL, insertCostArgs(req.in)...))
+		ev, err := scanStoredEvent(w.pool.QueryRow(ctx, insertCostSQL, insertCostArgs(req.in)...))
 		if err != nil {
 			err = fmt.Errorf("error storing cost event: %w", err)
 		}
@@ -172,7 +172,7 @@ const insertGroupSQL = `WITH ev AS (
 	ORDER BY g.ord, 1, 3, 4, 5, 6, 7, 8, 9
 	` + rollupAddSQL + `
 )
-SELECT ` + costEventColumns + ` FROM ev`
+SELECT ` + storedEventColumns + ` FROM ev`
 
 // groupArgs holds a group's events column by column, the arrays insertGroupSQL unnests.
 type groupArgs struct {
@@ -216,7 +216,7 @@ func (w *eventWriter) insertGroup(ctx context.Context, group []*writeRequest) ([
 	defer rows.Close()
 	stored := make([]*CostEvent, len(group))
 	for rows.Next() {
-		ev, err := scanCostEvent(rows)
+		ev, err := scanStoredEvent(rows)
 		if err != nil {
 			return nil, fmt.Errorf("error storing %d cost events: %w", len(group), err)
 		}

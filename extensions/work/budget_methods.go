@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/uptrace/bun"
 
 	"github.com/keelhq/keel/sdk"
@@ -142,23 +143,42 @@ func callProjectsResumeFromBudget(w *Work, ctx context.Context, call *sdk.Method
 
 // budgetProjectRef and budgetGoalRef are the rows of work.budgetRefs.
 type budgetProjectRef struct {
-	ID          string     `bun:"id" json:"id"`
-	Name        string     `bun:"name" json:"name"`
-	PauseReason *string    `bun:"pause_reason" json:"pauseReason"`
-	PausedAt    *time.Time `bun:"paused_at" json:"pausedAt"`
+	ID          string     `json:"id"`
+	Name        string     `json:"name"`
+	PauseReason *string    `json:"pauseReason"`
+	PausedAt    *time.Time `json:"pausedAt"`
 }
 
 type budgetGoalRef struct {
-	ID    string `bun:"id" json:"id"`
-	Title string `bun:"title" json:"title"`
+	ID    string `json:"id"`
+	Title string `json:"title"`
 }
 
 // budgetIssueRef is an issue of work.budgetRefs: what a cost attributed to it derives.
 type budgetIssueRef struct {
-	ID        string  `bun:"id" json:"id"`
-	ProjectID *string `bun:"project_id" json:"projectId"`
-	GoalID    *string `bun:"goal_id" json:"goalId"`
+	ID        string  `json:"id"`
+	ProjectID *string `json:"projectId"`
+	GoalID    *string `json:"goalId"`
 }
+
+// The statements of work.budgetRefs take the ids as uuid[] parameters, so that each is
+// prepared once per connection and planned from its cached plan, whatever the ids (the costs
+// owner calls it for every cost event that names an issue, project or goal). $1 is the
+// company, $2 the named ids, $3 the named issues, whose projects and goals the project and
+// goal reads add: the issues are filtered by the company there as in the issue read, so that
+// the three go to the database together, in one round trip.
+const (
+	budgetIssuesSQL = `SELECT id::text, project_id::text, goal_id::text FROM issues
+		WHERE company_id = $1 AND id = ANY($2::uuid[]) ORDER BY id`
+	budgetProjectsSQL = `SELECT id::text, name, pause_reason, paused_at FROM projects
+		WHERE company_id = $1 AND (id = ANY($2::uuid[]) OR pause_reason = '` + budgetPauseReason + `'
+			OR id IN (SELECT project_id FROM issues WHERE company_id = $1 AND id = ANY($3::uuid[])))
+		ORDER BY name, id`
+	budgetGoalsSQL = `SELECT id::text, title FROM goals
+		WHERE company_id = $1 AND (id = ANY($2::uuid[])
+			OR id IN (SELECT goal_id FROM issues WHERE company_id = $1 AND id = ANY($3::uuid[])))
+		ORDER BY title, id`
+)
 
 func callBudgetRefs(w *Work, ctx context.Context, call *sdk.MethodCall) (any, error) {
 	var in struct {
@@ -177,40 +197,54 @@ func callBudgetRefs(w *Work, ctx context.Context, call *sdk.MethodCall) (any, er
 	if !isUUID(companyID) {
 		return nil, invalid("companyId", "is required")
 	}
-	issues := []budgetIssueRef{}
-	if issueIDs := uuidsOnly(in.IssueIDs); len(issueIDs) > 0 {
-		if err := w.db.NewSelect().Table("issues").Column("id", "project_id", "goal_id").
-			Where("company_id = ? AND id IN (?)", companyID, bun.In(issueIDs)).OrderExpr("id").Scan(ctx, &issues); err != nil {
-			return nil, fmt.Errorf("error reading issues of company %s: %w", companyID, err)
-		}
-		for _, iss := range issues {
-			if iss.ProjectID != nil {
-				in.ProjectIDs = append(in.ProjectIDs, *iss.ProjectID)
+	issueIDs, projectIDs, goalIDs := uuidsOnly(in.IssueIDs), uuidsOnly(in.ProjectIDs), uuidsOnly(in.GoalIDs)
+	issues, projects, goals := []budgetIssueRef{}, []budgetProjectRef{}, []budgetGoalRef{}
+	b := &pgx.Batch{}
+	if len(issueIDs) > 0 {
+		b.Queue(budgetIssuesSQL, companyID, issueIDs).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var r budgetIssueRef
+				if err := rows.Scan(&r.ID, &r.ProjectID, &r.GoalID); err != nil {
+					return err
+				}
+				issues = append(issues, r)
 			}
-			if iss.GoalID != nil {
-				in.GoalIDs = append(in.GoalIDs, *iss.GoalID)
-			}
-		}
+			return rows.Err()
+		})
 	}
-	projectIDs, goalIDs := uuidsOnly(in.ProjectIDs), uuidsOnly(in.GoalIDs)
-	projects := []budgetProjectRef{}
-	if err := w.db.NewSelect().Table("projects").Column("id", "name", "pause_reason", "paused_at").
-		Where("company_id = ?", companyID).
-		Where("(id IN (?) OR pause_reason = ?)", bun.In(append(projectIDs, "00000000-0000-0000-0000-000000000000")), budgetPauseReason).
-		OrderExpr("name, id").Scan(ctx, &projects); err != nil {
-		return nil, fmt.Errorf("error reading projects of company %s: %w", companyID, err)
+	b.Queue(budgetProjectsSQL, companyID, projectIDs, issueIDs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var r budgetProjectRef
+			if err := rows.Scan(&r.ID, &r.Name, &r.PauseReason, &r.PausedAt); err != nil {
+				return err
+			}
+			if r.PausedAt != nil {
+				at := r.PausedAt.UTC()
+				r.PausedAt = &at
+			}
+			projects = append(projects, r)
+		}
+		return rows.Err()
+	})
+	if len(goalIDs) > 0 || len(issueIDs) > 0 {
+		b.Queue(budgetGoalsSQL, companyID, goalIDs, issueIDs).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var r budgetGoalRef
+				if err := rows.Scan(&r.ID, &r.Title); err != nil {
+					return err
+				}
+				goals = append(goals, r)
+			}
+			return rows.Err()
+		})
+	}
+	if err := w.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("error reading issues, projects and goals of company %s: %w", companyID, err)
 	}
 	paused := 0
 	for _, p := range projects {
 		if p.PauseReason != nil && *p.PauseReason == budgetPauseReason {
 			paused++
-		}
-	}
-	goals := []budgetGoalRef{}
-	if len(goalIDs) > 0 {
-		if err := w.db.NewSelect().Table("goals").Column("id", "title").Where("company_id = ? AND id IN (?)", companyID, bun.In(goalIDs)).
-			OrderExpr("title, id").Scan(ctx, &goals); err != nil {
-			return nil, fmt.Errorf("error reading goals of company %s: %w", companyID, err)
 		}
 	}
 	return map[string]any{"issues": issues, "projects": projects, "goals": goals, "pausedByBudgetCount": paused}, nil
