@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,6 +38,8 @@ type activityEnv struct {
 	conn *grpc.ClientConn
 	pool *pgxpool.Pool
 	key  string
+	// calls counts the Activity calls the server took.
+	calls atomic.Int64
 }
 
 // startActivityEnv serves the services of an extension with the given capabilities.
@@ -51,7 +55,12 @@ func serveActivity(t testing.TB, h *sdktest.Host, capabilities ...string) *activ
 	svc := hostsvc.New(&sdk.Manifest{Key: key, Capabilities: capabilities}, hostsvc.Deps{Kernel: h.Kernel})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	srv := grpc.NewServer(sdk.GRPCServerOptions()...)
+	env := &activityEnv{h: h, key: key}
+	count := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		env.calls.Add(1)
+		return handler(ctx, req)
+	}
+	srv := grpc.NewServer(append(sdk.GRPCServerOptions(), grpc.UnaryInterceptor(count))...)
 	hostv1.RegisterActivityServer(srv, svc.Activity)
 	go srv.Serve(lis) //nolint:errcheck
 	t.Cleanup(srv.Stop)
@@ -62,7 +71,8 @@ func serveActivity(t testing.TB, h *sdktest.Host, capabilities ...string) *activ
 	pool, err := pgxpool.New(context.Background(), h.DatabaseURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	return &activityEnv{h: h, host: sdk.NewHost(conn), conn: conn, pool: pool, key: key}
+	env.host, env.conn, env.pool = sdk.NewHost(conn), conn, pool
+	return env
 }
 
 // storedEntry is an activity row as the kernel stored it.
@@ -295,6 +305,8 @@ func BenchmarkLogActivity(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetParallelism(16)
+			calls := env.calls.Load()
+			cpu := cpuTime(b)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -305,6 +317,17 @@ func BenchmarkLogActivity(b *testing.B) {
 					}
 				}
 			})
+			b.StopTimer()
+			b.ReportMetric(float64(env.calls.Load()-calls)/float64(b.N), "calls/op")
+			b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
 		})
 	}
+}
+
+// cpuTime is the CPU time (user and system) this process used so far: the host and the
+// client side of the calls, both in this process.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
