@@ -364,7 +364,7 @@ func (o *Outbox) deliverBatch(ctx context.Context, batch []row) error {
 	results := make([]error, len(batch))
 	for i := 0; i < len(batch); {
 		if batch[i].kind != kindActivity {
-			results[i] = o.deliver(ctx, batch[i].id, batch[i].kind, batch[i].payload)
+			results[i] = o.deliver(ctx, batch[i].kind, batch[i].payload)
 			i++
 			continue
 		}
@@ -469,16 +469,9 @@ func (o *Outbox) deleteDelivered(ctx context.Context) error {
 	return nil
 }
 
-// deliver sends one row to the host.
-func (o *Outbox) deliver(ctx context.Context, id, kind string, payload []byte) error {
+// deliver sends one row other than an activity entry (see deliverActivities) to the host.
+func (o *Outbox) deliver(ctx context.Context, kind string, payload []byte) error {
 	switch kind {
-	case kindActivity:
-		req, err := activityRequest(id, payload)
-		if err != nil {
-			return err
-		}
-		_, errs := o.host.AppendActivity(ctx, req)
-		return errs[0]
 	case kindCall:
 		var c Call
 		if err := json.Unmarshal(payload, &c); err != nil {
