@@ -147,19 +147,131 @@ func (k *Kernel) ActivityInsert(ctx context.Context, p *ActivityInsertParams) (*
 		k.feed.notify(p.CompanyID)
 		return e, nil
 	}
-	tx, err := k.Pool.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("error appending activity %s: %w", p.Action, err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	if err := k.activityInsertTx(ctx, tx, p, e); err != nil {
+	if err := k.activityInsertDelivered(ctx, p, e); err != nil {
 		return nil, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("error appending activity %s: %w", p.Action, err)
 	}
 	k.feed.notify(p.CompanyID)
 	return e, nil
+}
+
+// activityInsertDelivered writes a prepared entry and its deliveries in a transaction of
+// their own.
+func (k *Kernel) activityInsertDelivered(ctx context.Context, p *ActivityInsertParams, e *ActivityEntry) error {
+	tx, err := k.Pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("error appending activity %s: %w", p.Action, err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if err := k.activityInsertTx(ctx, tx, p, e); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("error appending activity %s: %w", p.Action, err)
+	}
+	return nil
+}
+
+// ActivityInsertMany appends entries as ActivityInsert appends each one, and returns what
+// ActivityInsert would have returned for each, in order: entries[i] is nil exactly when
+// errs[i] is set, and one refused entry (an unknown company, a missing action) does not fail
+// the others. The entries that nobody subscribes to reach the group writer together, so they
+// are committed in one statement (up to activityGroupMax of them); the delivered ones are
+// written with their deliveries in one transaction, meanwhile. Entries written together
+// share their createdAt, and the log orders them by id.
+func (k *Kernel) ActivityInsertMany(ctx context.Context, ps []*ActivityInsertParams) (entries []*ActivityEntry, errs []error) {
+	entries, errs = make([]*ActivityEntry, len(ps)), make([]error, len(ps))
+	prepared := make([]*ActivityEntry, len(ps))
+	var plain, delivered []int
+	for i, p := range ps {
+		e, err := newActivityEntry(p)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		prepared[i] = e
+		if k.activityDelivered(ctx, p) {
+			delivered = append(delivered, i)
+		} else {
+			plain = append(plain, i)
+		}
+	}
+	var wait func()
+	if len(plain) > 0 {
+		pp, pe := make([]*ActivityInsertParams, len(plain)), make([]*ActivityEntry, len(plain))
+		for j, i := range plain {
+			pp[j], pe[j] = ps[i], prepared[i]
+		}
+		if k.activityW != nil {
+			done := make(chan []error, 1)
+			go func() { done <- k.activityW.writeMany(ctx, pp, pe) }()
+			wait = func() {
+				for j, err := range <-done {
+					errs[plain[j]] = err
+				}
+			}
+		} else {
+			for j, i := range plain {
+				_, errs[i] = k.activityWrite(ctx, k.Pool, pp[j], pe[j])
+			}
+		}
+	}
+	if len(delivered) > 0 {
+		k.activityInsertDeliveredMany(ctx, ps, prepared, delivered, errs)
+	}
+	if wait != nil {
+		wait()
+	}
+	notified := map[string]bool{}
+	for i, e := range prepared {
+		if e == nil || errs[i] != nil {
+			continue
+		}
+		entries[i] = e
+		if !notified[ps[i].CompanyID] {
+			notified[ps[i].CompanyID] = true
+			k.feed.notify(ps[i].CompanyID)
+		}
+	}
+	return entries, errs
+}
+
+// activityInsertDeliveredMany writes the entries at indexes idx with their deliveries in
+// one transaction, setting errs for the entries it refuses (an unknown company); when the
+// transaction fails, it writes each entry in a transaction of its own, so that each gets
+// its own error.
+func (k *Kernel) activityInsertDeliveredMany(ctx context.Context, ps []*ActivityInsertParams, es []*ActivityEntry, idx []int, errs []error) {
+	alone := func() {
+		for _, i := range idx {
+			errs[i] = k.activityInsertDelivered(ctx, ps[i], es[i])
+		}
+	}
+	if len(idx) == 1 {
+		alone()
+		return
+	}
+	tx, err := k.Pool.Begin(ctx)
+	if err != nil {
+		alone()
+		return
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	for _, i := range idx {
+		err := k.activityInsertTx(ctx, tx, ps[i], es[i])
+		if errors.Is(err, ErrCompanyNotFound) {
+			errs[i] = err // refused by a read, which leaves the transaction usable
+			continue
+		}
+		if err != nil {
+			k.log.Debug("error appending delivered activity entries together; writing them one by one", "entries", len(idx), "error", err)
+			_ = tx.Rollback(ctx)
+			alone()
+			return
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		k.log.Debug("error committing delivered activity entries together; writing them one by one", "entries", len(idx), "error", err)
+		alone()
+	}
 }
 
 // activityDelivered reports whether an entry is published to subscribers (false when the

@@ -116,6 +116,48 @@ func (w *activityWriter) write(ctx context.Context, p *ActivityInsertParams, e *
 	return w.finish(ctx, a)
 }
 
+// writeMany appends prepared entries (ps[i] with es[i]) through the next group, handed to
+// the flushers together so that they share a statement, and returns each entry's result as
+// write would. Entries beyond activityGroupMax, or arriving behind other waiting entries,
+// may fall into the next group.
+func (w *activityWriter) writeMany(ctx context.Context, ps []*ActivityInsertParams, es []*ActivityEntry) []error {
+	errs := make([]error, len(ps))
+	if err := ctx.Err(); err != nil {
+		for i, p := range ps {
+			errs[i] = fmt.Errorf("error appending activity %s: %w", p.Action, err)
+		}
+		return errs
+	}
+	as := make([]*activityAppend, len(ps))
+	for i, p := range ps {
+		as[i] = &activityAppend{p: p, e: es[i], done: make(chan struct{})}
+	}
+	if !w.enqueue(as...) {
+		for i, p := range ps {
+			_, errs[i] = w.k.activityWrite(ctx, w.k.Pool, p, es[i])
+		}
+		return errs
+	}
+	for i, a := range as {
+		select {
+		case <-a.done:
+			errs[i] = w.finish(ctx, a)
+			continue
+		case <-ctx.Done():
+		}
+		// The caller stopped waiting: withdraw what is not taken yet (a taken entry may still
+		// be written, as a statement cancelled after its commit is).
+		w.mu.Lock()
+		for j, b := range as[i:] {
+			b.withdrawn = true
+			errs[i+j] = fmt.Errorf("error appending activity %s: %w", b.p.Action, ctx.Err())
+		}
+		w.mu.Unlock()
+		break
+	}
+	return errs
+}
+
 // finish completes an entry after its group: it resolves an entry the group did not write
 // and writes alone one whose group failed.
 func (w *activityWriter) finish(ctx context.Context, a *activityAppend) error {
@@ -130,14 +172,15 @@ func (w *activityWriter) finish(ctx context.Context, a *activityAppend) error {
 	}
 }
 
-// enqueue adds an entry for the flusher; false once the writer is stopping.
-func (w *activityWriter) enqueue(a *activityAppend) bool {
+// enqueue adds entries for the flushers, next to each other; false once the writer is
+// stopping.
+func (w *activityWriter) enqueue(as ...*activityAppend) bool {
 	w.mu.Lock()
 	if w.stopped {
 		w.mu.Unlock()
 		return false
 	}
-	w.queue = append(w.queue, a)
+	w.queue = append(w.queue, as...)
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:

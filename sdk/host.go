@@ -25,11 +25,15 @@ type Host struct {
 	Settings   hostv1.SettingsClient
 	Secrets    hostv1.SecretsClient
 	Storage    hostv1.StorageClient
+
+	// activity carries concurrent activity appends in one call (activity_batch.go); nil
+	// in a Host not made by NewHost, which appends each entry alone.
+	activity *activityBatcher
 }
 
 // NewHost returns the host service clients over conn.
 func NewHost(conn grpc.ClientConnInterface) *Host {
-	return &Host{
+	h := &Host{
 		Activity:   hostv1.NewActivityClient(conn),
 		Authz:      hostv1.NewAuthzClient(conn),
 		Principals: hostv1.NewPrincipalsClient(conn),
@@ -41,6 +45,8 @@ func NewHost(conn grpc.ClientConnInterface) *Host {
 		Secrets:    hostv1.NewSecretsClient(conn),
 		Storage:    hostv1.NewStorageClient(conn),
 	}
+	h.activity = &activityBatcher{h: h}
+	return h
 }
 
 // ActivityEntry is what LogActivity appends.
@@ -54,7 +60,8 @@ type ActivityEntry struct {
 }
 
 // LogActivity appends an activity entry, attributing it to the actor when one is given
-// and to the extension otherwise.
+// and to the extension otherwise. Entries that goroutines of this process log at the same
+// time travel to the host in one call (see AppendActivity).
 func (h *Host) LogActivity(ctx context.Context, e *ActivityEntry) error {
 	req := &hostv1.AppendActivityRequest{CompanyId: e.CompanyID, Action: e.Action, EntityType: e.EntityType, EntityId: e.EntityID}
 	if a := e.Actor; a != nil {
@@ -72,8 +79,8 @@ func (h *Host) LogActivity(ctx context.Context, e *ActivityEntry) error {
 		}
 		req.DetailsJson = b
 	}
-	if _, err := h.Activity.Append(ctx, req); err != nil {
-		return fmt.Errorf("error appending activity %s: %w", e.Action, err)
+	if _, errs := h.AppendActivity(ctx, req); errs[0] != nil {
+		return fmt.Errorf("error appending activity %s: %w", e.Action, errs[0])
 	}
 	return nil
 }

@@ -122,9 +122,62 @@ type activity struct {
 	*base
 }
 
+// appendMax is the most entries one AppendMany carries.
+const appendMax = 256
+
 func (s *activity) Append(ctx context.Context, req *hostv1.AppendActivityRequest) (*hostv1.AppendActivityResponse, error) {
 	if err := s.need(sdk.CapActivity); err != nil {
 		return nil, err
+	}
+	p, err := s.params(req)
+	if err != nil {
+		return nil, err
+	}
+	e, err := s.d.Kernel.ActivityInsert(ctx, p)
+	if err != nil {
+		return nil, appendError(req, err)
+	}
+	return appendResponse(e), nil
+}
+
+// AppendMany appends entries together: each is checked as Append checks it, and the valid
+// ones reach the kernel at once, so that its group writer commits them in one statement.
+// Each entry gets its own result, in order.
+func (s *activity) AppendMany(ctx context.Context, req *hostv1.AppendManyActivityRequest) (*hostv1.AppendManyActivityResponse, error) {
+	if err := s.need(sdk.CapActivity); err != nil {
+		return nil, err
+	}
+	if len(req.Entries) > appendMax {
+		return nil, status.Errorf(codes.InvalidArgument, "at most %d entries per call, got %d", appendMax, len(req.Entries))
+	}
+	results := make([]*hostv1.AppendActivityResult, len(req.Entries))
+	var ps []*kernel.ActivityInsertParams
+	var idx []int
+	for i, r := range req.Entries {
+		p, err := s.params(r)
+		if err != nil {
+			results[i] = appendFailed(err)
+			continue
+		}
+		ps, idx = append(ps, p), append(idx, i)
+	}
+	if len(ps) > 0 {
+		entries, errs := s.d.Kernel.ActivityInsertMany(ctx, ps)
+		for j, i := range idx {
+			if errs[j] != nil {
+				results[i] = appendFailed(appendError(req.Entries[i], errs[j]))
+				continue
+			}
+			results[i] = &hostv1.AppendActivityResult{Result: &hostv1.AppendActivityResult_Entry{Entry: appendResponse(entries[j])}}
+		}
+	}
+	return &hostv1.AppendManyActivityResponse{Results: results}, nil
+}
+
+// params checks an entry to append and returns it as the kernel takes it.
+func (s *activity) params(req *hostv1.AppendActivityRequest) (*kernel.ActivityInsertParams, error) {
+	if req == nil {
+		return nil, status.Error(codes.InvalidArgument, "entry is required")
 	}
 	if req.Action == "" {
 		return nil, status.Error(codes.InvalidArgument, "action is required")
@@ -152,18 +205,31 @@ func (s *activity) Append(ctx context.Context, req *hostv1.AppendActivityRequest
 		}
 		details = json.RawMessage(req.DetailsJson)
 	}
-	e, err := s.d.Kernel.ActivityInsert(ctx, &kernel.ActivityInsertParams{
+	return &kernel.ActivityInsertParams{
 		CompanyID: req.CompanyId, ActorType: actorType, ActorID: actorID, Action: req.Action,
 		EntityType: req.EntityType, EntityID: req.EntityId, AgentID: req.AgentId, RunID: req.RunId,
 		Details: details, Source: s.m.Key, ID: req.Id, CompanyMustExist: true,
-	})
+	}, nil
+}
+
+// appendError maps the kernel's error for an entry to a gRPC status.
+func appendError(req *hostv1.AppendActivityRequest, err error) error {
 	if errors.Is(err, kernel.ErrCompanyNotFound) {
-		return nil, status.Errorf(codes.NotFound, "company %s not found", req.CompanyId)
+		return status.Errorf(codes.NotFound, "company %s not found", req.CompanyId)
 	}
-	if err != nil {
-		return nil, internal(err)
-	}
-	return &hostv1.AppendActivityResponse{Id: e.ID, CreatedAt: e.CreatedAt.UTC().Format(time.RFC3339Nano)}, nil
+	return internal(err)
+}
+
+// appendResponse is the answer for an appended entry.
+func appendResponse(e *kernel.ActivityEntry) *hostv1.AppendActivityResponse {
+	return &hostv1.AppendActivityResponse{Id: e.ID, CreatedAt: e.CreatedAt.UTC().Format(time.RFC3339Nano)}
+}
+
+// appendFailed is the result of an entry that failed with a gRPC status error.
+func appendFailed(err error) *hostv1.AppendActivityResult {
+	st := status.Convert(err)
+	return &hostv1.AppendActivityResult{Result: &hostv1.AppendActivityResult_Error{
+		Error: &hostv1.AppendActivityError{Code: int32(st.Code()), Message: st.Message()}}}
 }
 
 // Query scans the company's activity after a cursor, oldest first.

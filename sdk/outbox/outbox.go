@@ -160,7 +160,10 @@ func (o *Outbox) add(ctx context.Context, db any, kind string, v any) (string, e
 		return "", fmt.Errorf("error encoding outbox %s: %w", kind, err)
 	}
 	q := `INSERT INTO ` + o.table + ` (id, kind, payload) VALUES ($1, $2, $3)`
-	id := uuid.NewString()
+	// A time-ordered id: rows one process adds sort by id in the order it added them, so the
+	// entries of one transaction (equal created_at) are delivered, and listed after a
+	// delivery that writes them in one statement, in that order.
+	id := newRowID()
 	switch x := db.(type) {
 	case interface {
 		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
@@ -182,6 +185,15 @@ func (o *Outbox) add(ctx context.Context, db any, kind string, v any) (string, e
 	}
 	o.pending.Store(id, pendingRow{kind: kind, payload: payload, added: time.Now()})
 	return id, nil
+}
+
+// newRowID returns a UUIDv7, monotonic within the process.
+func newRowID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
 }
 
 // prunePending forgets rows added more than freshGrace ago: their transaction rolled back,
@@ -346,12 +358,27 @@ func (o *Outbox) deliverRows(ctx context.Context, cond string, ids []string) (in
 }
 
 // deliverBatch delivers rows in order, then deletes the delivered (and the undeliverable)
-// ones and reschedules the rest with backoff.
+// ones and reschedules the rest with backoff. Consecutive activity rows travel together
+// (sdk.Host.AppendActivity, one host call), and a row after them is delivered once they are.
 func (o *Outbox) deliverBatch(ctx context.Context, batch []row) error {
+	results := make([]error, len(batch))
+	for i := 0; i < len(batch); {
+		if batch[i].kind != kindActivity {
+			results[i] = o.deliver(ctx, batch[i].kind, batch[i].payload)
+			i++
+			continue
+		}
+		j := i
+		for j < len(batch) && batch[j].kind == kindActivity {
+			j++
+		}
+		o.deliverActivities(ctx, batch[i:j], results[i:j])
+		i = j
+	}
 	var done []string
 	var errs []error
-	for _, r := range batch {
-		err := o.deliver(ctx, r.id, r.kind, r.payload)
+	for i, r := range batch {
+		err := results[i]
 		switch {
 		case err == nil || permanent(err):
 			if err != nil {
@@ -370,6 +397,40 @@ func (o *Outbox) deliverBatch(ctx context.Context, batch []row) error {
 	}
 	o.forget(done)
 	return errors.Join(errs...)
+}
+
+// deliverActivities sends activity rows to the host together, in order, and sets each
+// row's result in errs (errPermanent for a malformed row).
+func (o *Outbox) deliverActivities(ctx context.Context, rows []row, errs []error) {
+	reqs := make([]*hostv1.AppendActivityRequest, 0, len(rows))
+	idx := make([]int, 0, len(rows))
+	for i, r := range rows {
+		req, err := activityRequest(r.id, r.payload)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		reqs, idx = append(reqs, req), append(idx, i)
+	}
+	if len(reqs) == 0 {
+		return
+	}
+	_, sent := o.host.AppendActivity(ctx, reqs...)
+	for j, i := range idx {
+		errs[i] = sent[j]
+	}
+}
+
+// activityRequest decodes an activity row into the host's request, which carries the row's
+// id so that a repeated delivery records nothing twice.
+func activityRequest(id string, payload []byte) (*hostv1.AppendActivityRequest, error) {
+	var a Activity
+	if err := json.Unmarshal(payload, &a); err != nil {
+		return nil, errPermanent{err}
+	}
+	return &hostv1.AppendActivityRequest{Id: id, CompanyId: a.CompanyID, ActorType: a.ActorType, ActorId: a.ActorID,
+		Action: a.Action, EntityType: a.EntityType, EntityId: a.EntityID, AgentId: a.AgentID, RunId: a.RunID,
+		DetailsJson: a.Details}, nil
 }
 
 // forget hands delivered rows to the drainer, which deletes them in groups: one statement
@@ -408,18 +469,9 @@ func (o *Outbox) deleteDelivered(ctx context.Context) error {
 	return nil
 }
 
-// deliver sends one row to the host.
-func (o *Outbox) deliver(ctx context.Context, id, kind string, payload []byte) error {
+// deliver sends one row other than an activity entry (see deliverActivities) to the host.
+func (o *Outbox) deliver(ctx context.Context, kind string, payload []byte) error {
 	switch kind {
-	case kindActivity:
-		var a Activity
-		if err := json.Unmarshal(payload, &a); err != nil {
-			return errPermanent{err}
-		}
-		_, err := o.host.Activity.Append(ctx, &hostv1.AppendActivityRequest{Id: id, CompanyId: a.CompanyID,
-			ActorType: a.ActorType, ActorId: a.ActorID, Action: a.Action, EntityType: a.EntityType, EntityId: a.EntityID,
-			AgentId: a.AgentID, RunId: a.RunID, DetailsJson: a.Details})
-		return err
 	case kindCall:
 		var c Call
 		if err := json.Unmarshal(payload, &c); err != nil {

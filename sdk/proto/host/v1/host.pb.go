@@ -200,6 +200,235 @@ func (x *AppendActivityResponse) GetCreatedAt() string {
 	return ""
 }
 
+// AppendManyActivityRequest carries entries appended together, in order.
+type AppendManyActivityRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// entries are checked one by one as Append checks them; at most 256.
+	Entries       []*AppendActivityRequest `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendManyActivityRequest) Reset() {
+	*x = AppendManyActivityRequest{}
+	mi := &file_host_v1_host_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendManyActivityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendManyActivityRequest) ProtoMessage() {}
+
+func (x *AppendManyActivityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendManyActivityRequest.ProtoReflect.Descriptor instead.
+func (*AppendManyActivityRequest) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AppendManyActivityRequest) GetEntries() []*AppendActivityRequest {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+// AppendActivityResult is what became of one entry of an AppendMany: the appended entry,
+// or the error Append would have returned for it alone.
+type AppendActivityResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*AppendActivityResult_Entry
+	//	*AppendActivityResult_Error
+	Result        isAppendActivityResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendActivityResult) Reset() {
+	*x = AppendActivityResult{}
+	mi := &file_host_v1_host_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendActivityResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendActivityResult) ProtoMessage() {}
+
+func (x *AppendActivityResult) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendActivityResult.ProtoReflect.Descriptor instead.
+func (*AppendActivityResult) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AppendActivityResult) GetResult() isAppendActivityResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *AppendActivityResult) GetEntry() *AppendActivityResponse {
+	if x != nil {
+		if x, ok := x.Result.(*AppendActivityResult_Entry); ok {
+			return x.Entry
+		}
+	}
+	return nil
+}
+
+func (x *AppendActivityResult) GetError() *AppendActivityError {
+	if x != nil {
+		if x, ok := x.Result.(*AppendActivityResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isAppendActivityResult_Result interface {
+	isAppendActivityResult_Result()
+}
+
+type AppendActivityResult_Entry struct {
+	Entry *AppendActivityResponse `protobuf:"bytes,1,opt,name=entry,proto3,oneof"`
+}
+
+type AppendActivityResult_Error struct {
+	Error *AppendActivityError `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+}
+
+func (*AppendActivityResult_Entry) isAppendActivityResult_Result() {}
+
+func (*AppendActivityResult_Error) isAppendActivityResult_Result() {}
+
+// AppendActivityError is a refused or failed entry: a gRPC status code (codes.Code, such as
+// 5 NotFound for an unknown company or 3 InvalidArgument) and its message.
+type AppendActivityError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Code          int32                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendActivityError) Reset() {
+	*x = AppendActivityError{}
+	mi := &file_host_v1_host_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendActivityError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendActivityError) ProtoMessage() {}
+
+func (x *AppendActivityError) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendActivityError.ProtoReflect.Descriptor instead.
+func (*AppendActivityError) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AppendActivityError) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *AppendActivityError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type AppendManyActivityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// results has one result per entry, in the order of the request's entries.
+	Results       []*AppendActivityResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendManyActivityResponse) Reset() {
+	*x = AppendManyActivityResponse{}
+	mi := &file_host_v1_host_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendManyActivityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendManyActivityResponse) ProtoMessage() {}
+
+func (x *AppendManyActivityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendManyActivityResponse.ProtoReflect.Descriptor instead.
+func (*AppendManyActivityResponse) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AppendManyActivityResponse) GetResults() []*AppendActivityResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 type QueryActivityRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	CompanyId string                 `protobuf:"bytes,1,opt,name=company_id,json=companyId,proto3" json:"company_id,omitempty"`
@@ -221,7 +450,7 @@ type QueryActivityRequest struct {
 
 func (x *QueryActivityRequest) Reset() {
 	*x = QueryActivityRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[2]
+	mi := &file_host_v1_host_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -233,7 +462,7 @@ func (x *QueryActivityRequest) String() string {
 func (*QueryActivityRequest) ProtoMessage() {}
 
 func (x *QueryActivityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[2]
+	mi := &file_host_v1_host_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -246,7 +475,7 @@ func (x *QueryActivityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryActivityRequest.ProtoReflect.Descriptor instead.
 func (*QueryActivityRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{2}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *QueryActivityRequest) GetCompanyId() string {
@@ -308,7 +537,7 @@ type QueryActivityResponse struct {
 
 func (x *QueryActivityResponse) Reset() {
 	*x = QueryActivityResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[3]
+	mi := &file_host_v1_host_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -320,7 +549,7 @@ func (x *QueryActivityResponse) String() string {
 func (*QueryActivityResponse) ProtoMessage() {}
 
 func (x *QueryActivityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[3]
+	mi := &file_host_v1_host_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -333,7 +562,7 @@ func (x *QueryActivityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryActivityResponse.ProtoReflect.Descriptor instead.
 func (*QueryActivityResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{3}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *QueryActivityResponse) GetEntriesJson() []byte {
@@ -355,7 +584,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[4]
+	mi := &file_host_v1_host_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -367,7 +596,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[4]
+	mi := &file_host_v1_host_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -380,7 +609,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{4}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CheckRequest) GetActor() *v1.Actor {
@@ -415,7 +644,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[5]
+	mi := &file_host_v1_host_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +656,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[5]
+	mi := &file_host_v1_host_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +669,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{5}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CheckResponse) GetAllowed() bool {
@@ -466,7 +695,7 @@ type GetAgentRequest struct {
 
 func (x *GetAgentRequest) Reset() {
 	*x = GetAgentRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[6]
+	mi := &file_host_v1_host_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +707,7 @@ func (x *GetAgentRequest) String() string {
 func (*GetAgentRequest) ProtoMessage() {}
 
 func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[6]
+	mi := &file_host_v1_host_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +720,7 @@ func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{6}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetAgentRequest) GetAgentId() string {
@@ -517,7 +746,7 @@ type AgentIdentity struct {
 
 func (x *AgentIdentity) Reset() {
 	*x = AgentIdentity{}
-	mi := &file_host_v1_host_proto_msgTypes[7]
+	mi := &file_host_v1_host_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -529,7 +758,7 @@ func (x *AgentIdentity) String() string {
 func (*AgentIdentity) ProtoMessage() {}
 
 func (x *AgentIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[7]
+	mi := &file_host_v1_host_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -542,7 +771,7 @@ func (x *AgentIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentIdentity.ProtoReflect.Descriptor instead.
 func (*AgentIdentity) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{7}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AgentIdentity) GetId() string {
@@ -611,7 +840,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[8]
+	mi := &file_host_v1_host_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +852,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[8]
+	mi := &file_host_v1_host_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +865,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{8}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListAgentsRequest) GetCompanyId() string {
@@ -662,7 +891,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[9]
+	mi := &file_host_v1_host_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +903,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[9]
+	mi := &file_host_v1_host_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +916,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{9}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*AgentIdentity {
@@ -709,7 +938,7 @@ type CreateAgentRequest struct {
 
 func (x *CreateAgentRequest) Reset() {
 	*x = CreateAgentRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[10]
+	mi := &file_host_v1_host_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +950,7 @@ func (x *CreateAgentRequest) String() string {
 func (*CreateAgentRequest) ProtoMessage() {}
 
 func (x *CreateAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[10]
+	mi := &file_host_v1_host_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +963,7 @@ func (x *CreateAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAgentRequest.ProtoReflect.Descriptor instead.
 func (*CreateAgentRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{10}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateAgentRequest) GetCompanyId() string {
@@ -778,7 +1007,7 @@ type SetAgentStatusRequest struct {
 
 func (x *SetAgentStatusRequest) Reset() {
 	*x = SetAgentStatusRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[11]
+	mi := &file_host_v1_host_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +1019,7 @@ func (x *SetAgentStatusRequest) String() string {
 func (*SetAgentStatusRequest) ProtoMessage() {}
 
 func (x *SetAgentStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[11]
+	mi := &file_host_v1_host_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +1032,7 @@ func (x *SetAgentStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAgentStatusRequest.ProtoReflect.Descriptor instead.
 func (*SetAgentStatusRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{11}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SetAgentStatusRequest) GetAgentId() string {
@@ -840,7 +1069,7 @@ type UpdateAgentRequest struct {
 
 func (x *UpdateAgentRequest) Reset() {
 	*x = UpdateAgentRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[12]
+	mi := &file_host_v1_host_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +1081,7 @@ func (x *UpdateAgentRequest) String() string {
 func (*UpdateAgentRequest) ProtoMessage() {}
 
 func (x *UpdateAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[12]
+	mi := &file_host_v1_host_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +1094,7 @@ func (x *UpdateAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAgentRequest.ProtoReflect.Descriptor instead.
 func (*UpdateAgentRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{12}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UpdateAgentRequest) GetAgentId() string {
@@ -906,7 +1135,7 @@ type SetPermissionRequest struct {
 
 func (x *SetPermissionRequest) Reset() {
 	*x = SetPermissionRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[13]
+	mi := &file_host_v1_host_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1147,7 @@ func (x *SetPermissionRequest) String() string {
 func (*SetPermissionRequest) ProtoMessage() {}
 
 func (x *SetPermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[13]
+	mi := &file_host_v1_host_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1160,7 @@ func (x *SetPermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPermissionRequest.ProtoReflect.Descriptor instead.
 func (*SetPermissionRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{13}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SetPermissionRequest) GetCompanyId() string {
@@ -984,7 +1213,7 @@ type SetPermissionResponse struct {
 
 func (x *SetPermissionResponse) Reset() {
 	*x = SetPermissionResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[14]
+	mi := &file_host_v1_host_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1225,7 @@ func (x *SetPermissionResponse) String() string {
 func (*SetPermissionResponse) ProtoMessage() {}
 
 func (x *SetPermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[14]
+	mi := &file_host_v1_host_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1238,7 @@ func (x *SetPermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPermissionResponse.ProtoReflect.Descriptor instead.
 func (*SetPermissionResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{14}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{18}
 }
 
 type MintAgentTokenRequest struct {
@@ -1024,7 +1253,7 @@ type MintAgentTokenRequest struct {
 
 func (x *MintAgentTokenRequest) Reset() {
 	*x = MintAgentTokenRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[15]
+	mi := &file_host_v1_host_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1265,7 @@ func (x *MintAgentTokenRequest) String() string {
 func (*MintAgentTokenRequest) ProtoMessage() {}
 
 func (x *MintAgentTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[15]
+	mi := &file_host_v1_host_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1278,7 @@ func (x *MintAgentTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintAgentTokenRequest.ProtoReflect.Descriptor instead.
 func (*MintAgentTokenRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{15}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MintAgentTokenRequest) GetAgentId() string {
@@ -1090,7 +1319,7 @@ type MintAgentTokenResponse struct {
 
 func (x *MintAgentTokenResponse) Reset() {
 	*x = MintAgentTokenResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[16]
+	mi := &file_host_v1_host_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1331,7 @@ func (x *MintAgentTokenResponse) String() string {
 func (*MintAgentTokenResponse) ProtoMessage() {}
 
 func (x *MintAgentTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[16]
+	mi := &file_host_v1_host_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1344,7 @@ func (x *MintAgentTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintAgentTokenResponse.ProtoReflect.Descriptor instead.
 func (*MintAgentTokenResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{16}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MintAgentTokenResponse) GetToken() string {
@@ -1141,7 +1370,7 @@ type GetCompanyRequest struct {
 
 func (x *GetCompanyRequest) Reset() {
 	*x = GetCompanyRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[17]
+	mi := &file_host_v1_host_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1382,7 @@ func (x *GetCompanyRequest) String() string {
 func (*GetCompanyRequest) ProtoMessage() {}
 
 func (x *GetCompanyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[17]
+	mi := &file_host_v1_host_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1395,7 @@ func (x *GetCompanyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompanyRequest.ProtoReflect.Descriptor instead.
 func (*GetCompanyRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{17}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetCompanyRequest) GetCompanyId() string {
@@ -1186,7 +1415,7 @@ type CompanyResponse struct {
 
 func (x *CompanyResponse) Reset() {
 	*x = CompanyResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[18]
+	mi := &file_host_v1_host_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1427,7 @@ func (x *CompanyResponse) String() string {
 func (*CompanyResponse) ProtoMessage() {}
 
 func (x *CompanyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[18]
+	mi := &file_host_v1_host_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1440,7 @@ func (x *CompanyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompanyResponse.ProtoReflect.Descriptor instead.
 func (*CompanyResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{18}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CompanyResponse) GetCompanyJson() []byte {
@@ -1236,7 +1465,7 @@ type UpdateCompanyBudgetRequest struct {
 
 func (x *UpdateCompanyBudgetRequest) Reset() {
 	*x = UpdateCompanyBudgetRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[19]
+	mi := &file_host_v1_host_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1477,7 @@ func (x *UpdateCompanyBudgetRequest) String() string {
 func (*UpdateCompanyBudgetRequest) ProtoMessage() {}
 
 func (x *UpdateCompanyBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[19]
+	mi := &file_host_v1_host_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1490,7 @@ func (x *UpdateCompanyBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCompanyBudgetRequest.ProtoReflect.Descriptor instead.
 func (*UpdateCompanyBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{19}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UpdateCompanyBudgetRequest) GetCompanyId() string {
@@ -1308,7 +1537,7 @@ type NextIssueNumberRequest struct {
 
 func (x *NextIssueNumberRequest) Reset() {
 	*x = NextIssueNumberRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[20]
+	mi := &file_host_v1_host_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1549,7 @@ func (x *NextIssueNumberRequest) String() string {
 func (*NextIssueNumberRequest) ProtoMessage() {}
 
 func (x *NextIssueNumberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[20]
+	mi := &file_host_v1_host_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1562,7 @@ func (x *NextIssueNumberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextIssueNumberRequest.ProtoReflect.Descriptor instead.
 func (*NextIssueNumberRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{20}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *NextIssueNumberRequest) GetCompanyId() string {
@@ -1355,7 +1584,7 @@ type NextIssueNumberResponse struct {
 
 func (x *NextIssueNumberResponse) Reset() {
 	*x = NextIssueNumberResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[21]
+	mi := &file_host_v1_host_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +1596,7 @@ func (x *NextIssueNumberResponse) String() string {
 func (*NextIssueNumberResponse) ProtoMessage() {}
 
 func (x *NextIssueNumberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[21]
+	mi := &file_host_v1_host_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +1609,7 @@ func (x *NextIssueNumberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextIssueNumberResponse.ProtoReflect.Descriptor instead.
 func (*NextIssueNumberResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{21}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NextIssueNumberResponse) GetIssuePrefix() string {
@@ -1417,7 +1646,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[22]
+	mi := &file_host_v1_host_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1658,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[22]
+	mi := &file_host_v1_host_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1671,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{22}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *InvokeRequest) GetMethod() string {
@@ -1483,7 +1712,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[23]
+	mi := &file_host_v1_host_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1724,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[23]
+	mi := &file_host_v1_host_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1737,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{23}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *InvokeResponse) GetOutputJson() []byte {
@@ -1541,7 +1770,7 @@ type EnqueueRequest struct {
 
 func (x *EnqueueRequest) Reset() {
 	*x = EnqueueRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[24]
+	mi := &file_host_v1_host_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1782,7 @@ func (x *EnqueueRequest) String() string {
 func (*EnqueueRequest) ProtoMessage() {}
 
 func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[24]
+	mi := &file_host_v1_host_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1795,7 @@ func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{24}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *EnqueueRequest) GetJobKey() string {
@@ -1614,7 +1843,7 @@ type EnqueueResponse struct {
 
 func (x *EnqueueResponse) Reset() {
 	*x = EnqueueResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[25]
+	mi := &file_host_v1_host_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1855,7 @@ func (x *EnqueueResponse) String() string {
 func (*EnqueueResponse) ProtoMessage() {}
 
 func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[25]
+	mi := &file_host_v1_host_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1868,7 @@ func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{25}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *EnqueueResponse) GetJobId() string {
@@ -1667,7 +1896,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[26]
+	mi := &file_host_v1_host_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1908,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[26]
+	mi := &file_host_v1_host_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1921,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{26}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PublishRequest) GetType() string {
@@ -1725,7 +1954,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[27]
+	mi := &file_host_v1_host_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1737,7 +1966,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[27]
+	mi := &file_host_v1_host_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1750,7 +1979,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{27}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PublishResponse) GetId() string {
@@ -1770,7 +1999,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[28]
+	mi := &file_host_v1_host_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +2011,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[28]
+	mi := &file_host_v1_host_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +2024,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{28}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetSettingsRequest) GetSection() string {
@@ -1814,7 +2043,7 @@ type GetSettingsResponse struct {
 
 func (x *GetSettingsResponse) Reset() {
 	*x = GetSettingsResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[29]
+	mi := &file_host_v1_host_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +2055,7 @@ func (x *GetSettingsResponse) String() string {
 func (*GetSettingsResponse) ProtoMessage() {}
 
 func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[29]
+	mi := &file_host_v1_host_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +2068,7 @@ func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*GetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{29}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetSettingsResponse) GetSettingsJson() []byte {
@@ -1861,7 +2090,7 @@ type ResolveSecretRequest struct {
 
 func (x *ResolveSecretRequest) Reset() {
 	*x = ResolveSecretRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[30]
+	mi := &file_host_v1_host_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +2102,7 @@ func (x *ResolveSecretRequest) String() string {
 func (*ResolveSecretRequest) ProtoMessage() {}
 
 func (x *ResolveSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[30]
+	mi := &file_host_v1_host_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +2115,7 @@ func (x *ResolveSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveSecretRequest.ProtoReflect.Descriptor instead.
 func (*ResolveSecretRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{30}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResolveSecretRequest) GetCompanyId() string {
@@ -1920,7 +2149,7 @@ type ResolveSecretResponse struct {
 
 func (x *ResolveSecretResponse) Reset() {
 	*x = ResolveSecretResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[31]
+	mi := &file_host_v1_host_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1932,7 +2161,7 @@ func (x *ResolveSecretResponse) String() string {
 func (*ResolveSecretResponse) ProtoMessage() {}
 
 func (x *ResolveSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[31]
+	mi := &file_host_v1_host_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1945,7 +2174,7 @@ func (x *ResolveSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveSecretResponse.ProtoReflect.Descriptor instead.
 func (*ResolveSecretResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{31}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ResolveSecretResponse) GetValue() string {
@@ -1972,7 +2201,7 @@ type StorageKey struct {
 
 func (x *StorageKey) Reset() {
 	*x = StorageKey{}
-	mi := &file_host_v1_host_proto_msgTypes[32]
+	mi := &file_host_v1_host_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2213,7 @@ func (x *StorageKey) String() string {
 func (*StorageKey) ProtoMessage() {}
 
 func (x *StorageKey) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[32]
+	mi := &file_host_v1_host_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2226,7 @@ func (x *StorageKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageKey.ProtoReflect.Descriptor instead.
 func (*StorageKey) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{32}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StorageKey) GetCompanyId() string {
@@ -2024,7 +2253,7 @@ type StorageGetResponse struct {
 
 func (x *StorageGetResponse) Reset() {
 	*x = StorageGetResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[33]
+	mi := &file_host_v1_host_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2036,7 +2265,7 @@ func (x *StorageGetResponse) String() string {
 func (*StorageGetResponse) ProtoMessage() {}
 
 func (x *StorageGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[33]
+	mi := &file_host_v1_host_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2049,7 +2278,7 @@ func (x *StorageGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageGetResponse.ProtoReflect.Descriptor instead.
 func (*StorageGetResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{33}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StorageGetResponse) GetValue() []byte {
@@ -2077,7 +2306,7 @@ type StorageSetRequest struct {
 
 func (x *StorageSetRequest) Reset() {
 	*x = StorageSetRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[34]
+	mi := &file_host_v1_host_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2318,7 @@ func (x *StorageSetRequest) String() string {
 func (*StorageSetRequest) ProtoMessage() {}
 
 func (x *StorageSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[34]
+	mi := &file_host_v1_host_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2331,7 @@ func (x *StorageSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageSetRequest.ProtoReflect.Descriptor instead.
 func (*StorageSetRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{34}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StorageSetRequest) GetCompanyId() string {
@@ -2134,7 +2363,7 @@ type StorageSetResponse struct {
 
 func (x *StorageSetResponse) Reset() {
 	*x = StorageSetResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[35]
+	mi := &file_host_v1_host_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2375,7 @@ func (x *StorageSetResponse) String() string {
 func (*StorageSetResponse) ProtoMessage() {}
 
 func (x *StorageSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[35]
+	mi := &file_host_v1_host_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2388,7 @@ func (x *StorageSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageSetResponse.ProtoReflect.Descriptor instead.
 func (*StorageSetResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{35}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{39}
 }
 
 type StorageDeleteResponse struct {
@@ -2171,7 +2400,7 @@ type StorageDeleteResponse struct {
 
 func (x *StorageDeleteResponse) Reset() {
 	*x = StorageDeleteResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[36]
+	mi := &file_host_v1_host_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2412,7 @@ func (x *StorageDeleteResponse) String() string {
 func (*StorageDeleteResponse) ProtoMessage() {}
 
 func (x *StorageDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[36]
+	mi := &file_host_v1_host_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2425,7 @@ func (x *StorageDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageDeleteResponse.ProtoReflect.Descriptor instead.
 func (*StorageDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{36}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StorageDeleteResponse) GetDeleted() bool {
@@ -2229,7 +2458,18 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\x16AppendActivityResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
-	"created_at\x18\x02 \x01(\tR\tcreatedAt\"\xda\x01\n" +
+	"created_at\x18\x02 \x01(\tR\tcreatedAt\"Z\n" +
+	"\x19AppendManyActivityRequest\x12=\n" +
+	"\aentries\x18\x01 \x03(\v2#.keel.host.v1.AppendActivityRequestR\aentries\"\x99\x01\n" +
+	"\x14AppendActivityResult\x12<\n" +
+	"\x05entry\x18\x01 \x01(\v2$.keel.host.v1.AppendActivityResponseH\x00R\x05entry\x129\n" +
+	"\x05error\x18\x02 \x01(\v2!.keel.host.v1.AppendActivityErrorH\x00R\x05errorB\b\n" +
+	"\x06result\"C\n" +
+	"\x13AppendActivityError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"Z\n" +
+	"\x1aAppendManyActivityResponse\x12<\n" +
+	"\aresults\x18\x01 \x03(\v2\".keel.host.v1.AppendActivityResultR\aresults\"\xda\x01\n" +
 	"\x14QueryActivityRequest\x12\x1d\n" +
 	"\n" +
 	"company_id\x18\x01 \x01(\tR\tcompanyId\x12\x14\n" +
@@ -2389,9 +2629,11 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\x05value\x18\x03 \x01(\fR\x05value\"\x14\n" +
 	"\x12StorageSetResponse\"1\n" +
 	"\x15StorageDeleteResponse\x12\x18\n" +
-	"\adeleted\x18\x01 \x01(\bR\adeleted2\xb1\x01\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted2\x92\x02\n" +
 	"\bActivity\x12S\n" +
-	"\x06Append\x12#.keel.host.v1.AppendActivityRequest\x1a$.keel.host.v1.AppendActivityResponse\x12P\n" +
+	"\x06Append\x12#.keel.host.v1.AppendActivityRequest\x1a$.keel.host.v1.AppendActivityResponse\x12_\n" +
+	"\n" +
+	"AppendMany\x12'.keel.host.v1.AppendManyActivityRequest\x1a(.keel.host.v1.AppendManyActivityResponse\x12P\n" +
 	"\x05Query\x12\".keel.host.v1.QueryActivityRequest\x1a#.keel.host.v1.QueryActivityResponse2I\n" +
 	"\x05Authz\x12@\n" +
 	"\x05Check\x12\x1a.keel.host.v1.CheckRequest\x1a\x1b.keel.host.v1.CheckResponse2\xcc\x04\n" +
@@ -2436,100 +2678,110 @@ func file_host_v1_host_proto_rawDescGZIP() []byte {
 	return file_host_v1_host_proto_rawDescData
 }
 
-var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_host_v1_host_proto_goTypes = []any{
 	(*AppendActivityRequest)(nil),      // 0: keel.host.v1.AppendActivityRequest
 	(*AppendActivityResponse)(nil),     // 1: keel.host.v1.AppendActivityResponse
-	(*QueryActivityRequest)(nil),       // 2: keel.host.v1.QueryActivityRequest
-	(*QueryActivityResponse)(nil),      // 3: keel.host.v1.QueryActivityResponse
-	(*CheckRequest)(nil),               // 4: keel.host.v1.CheckRequest
-	(*CheckResponse)(nil),              // 5: keel.host.v1.CheckResponse
-	(*GetAgentRequest)(nil),            // 6: keel.host.v1.GetAgentRequest
-	(*AgentIdentity)(nil),              // 7: keel.host.v1.AgentIdentity
-	(*ListAgentsRequest)(nil),          // 8: keel.host.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),         // 9: keel.host.v1.ListAgentsResponse
-	(*CreateAgentRequest)(nil),         // 10: keel.host.v1.CreateAgentRequest
-	(*SetAgentStatusRequest)(nil),      // 11: keel.host.v1.SetAgentStatusRequest
-	(*UpdateAgentRequest)(nil),         // 12: keel.host.v1.UpdateAgentRequest
-	(*SetPermissionRequest)(nil),       // 13: keel.host.v1.SetPermissionRequest
-	(*SetPermissionResponse)(nil),      // 14: keel.host.v1.SetPermissionResponse
-	(*MintAgentTokenRequest)(nil),      // 15: keel.host.v1.MintAgentTokenRequest
-	(*MintAgentTokenResponse)(nil),     // 16: keel.host.v1.MintAgentTokenResponse
-	(*GetCompanyRequest)(nil),          // 17: keel.host.v1.GetCompanyRequest
-	(*CompanyResponse)(nil),            // 18: keel.host.v1.CompanyResponse
-	(*UpdateCompanyBudgetRequest)(nil), // 19: keel.host.v1.UpdateCompanyBudgetRequest
-	(*NextIssueNumberRequest)(nil),     // 20: keel.host.v1.NextIssueNumberRequest
-	(*NextIssueNumberResponse)(nil),    // 21: keel.host.v1.NextIssueNumberResponse
-	(*InvokeRequest)(nil),              // 22: keel.host.v1.InvokeRequest
-	(*InvokeResponse)(nil),             // 23: keel.host.v1.InvokeResponse
-	(*EnqueueRequest)(nil),             // 24: keel.host.v1.EnqueueRequest
-	(*EnqueueResponse)(nil),            // 25: keel.host.v1.EnqueueResponse
-	(*PublishRequest)(nil),             // 26: keel.host.v1.PublishRequest
-	(*PublishResponse)(nil),            // 27: keel.host.v1.PublishResponse
-	(*GetSettingsRequest)(nil),         // 28: keel.host.v1.GetSettingsRequest
-	(*GetSettingsResponse)(nil),        // 29: keel.host.v1.GetSettingsResponse
-	(*ResolveSecretRequest)(nil),       // 30: keel.host.v1.ResolveSecretRequest
-	(*ResolveSecretResponse)(nil),      // 31: keel.host.v1.ResolveSecretResponse
-	(*StorageKey)(nil),                 // 32: keel.host.v1.StorageKey
-	(*StorageGetResponse)(nil),         // 33: keel.host.v1.StorageGetResponse
-	(*StorageSetRequest)(nil),          // 34: keel.host.v1.StorageSetRequest
-	(*StorageSetResponse)(nil),         // 35: keel.host.v1.StorageSetResponse
-	(*StorageDeleteResponse)(nil),      // 36: keel.host.v1.StorageDeleteResponse
-	(*v1.Actor)(nil),                   // 37: keel.extension.v1.Actor
-	(*v1.Error)(nil),                   // 38: keel.extension.v1.Error
+	(*AppendManyActivityRequest)(nil),  // 2: keel.host.v1.AppendManyActivityRequest
+	(*AppendActivityResult)(nil),       // 3: keel.host.v1.AppendActivityResult
+	(*AppendActivityError)(nil),        // 4: keel.host.v1.AppendActivityError
+	(*AppendManyActivityResponse)(nil), // 5: keel.host.v1.AppendManyActivityResponse
+	(*QueryActivityRequest)(nil),       // 6: keel.host.v1.QueryActivityRequest
+	(*QueryActivityResponse)(nil),      // 7: keel.host.v1.QueryActivityResponse
+	(*CheckRequest)(nil),               // 8: keel.host.v1.CheckRequest
+	(*CheckResponse)(nil),              // 9: keel.host.v1.CheckResponse
+	(*GetAgentRequest)(nil),            // 10: keel.host.v1.GetAgentRequest
+	(*AgentIdentity)(nil),              // 11: keel.host.v1.AgentIdentity
+	(*ListAgentsRequest)(nil),          // 12: keel.host.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),         // 13: keel.host.v1.ListAgentsResponse
+	(*CreateAgentRequest)(nil),         // 14: keel.host.v1.CreateAgentRequest
+	(*SetAgentStatusRequest)(nil),      // 15: keel.host.v1.SetAgentStatusRequest
+	(*UpdateAgentRequest)(nil),         // 16: keel.host.v1.UpdateAgentRequest
+	(*SetPermissionRequest)(nil),       // 17: keel.host.v1.SetPermissionRequest
+	(*SetPermissionResponse)(nil),      // 18: keel.host.v1.SetPermissionResponse
+	(*MintAgentTokenRequest)(nil),      // 19: keel.host.v1.MintAgentTokenRequest
+	(*MintAgentTokenResponse)(nil),     // 20: keel.host.v1.MintAgentTokenResponse
+	(*GetCompanyRequest)(nil),          // 21: keel.host.v1.GetCompanyRequest
+	(*CompanyResponse)(nil),            // 22: keel.host.v1.CompanyResponse
+	(*UpdateCompanyBudgetRequest)(nil), // 23: keel.host.v1.UpdateCompanyBudgetRequest
+	(*NextIssueNumberRequest)(nil),     // 24: keel.host.v1.NextIssueNumberRequest
+	(*NextIssueNumberResponse)(nil),    // 25: keel.host.v1.NextIssueNumberResponse
+	(*InvokeRequest)(nil),              // 26: keel.host.v1.InvokeRequest
+	(*InvokeResponse)(nil),             // 27: keel.host.v1.InvokeResponse
+	(*EnqueueRequest)(nil),             // 28: keel.host.v1.EnqueueRequest
+	(*EnqueueResponse)(nil),            // 29: keel.host.v1.EnqueueResponse
+	(*PublishRequest)(nil),             // 30: keel.host.v1.PublishRequest
+	(*PublishResponse)(nil),            // 31: keel.host.v1.PublishResponse
+	(*GetSettingsRequest)(nil),         // 32: keel.host.v1.GetSettingsRequest
+	(*GetSettingsResponse)(nil),        // 33: keel.host.v1.GetSettingsResponse
+	(*ResolveSecretRequest)(nil),       // 34: keel.host.v1.ResolveSecretRequest
+	(*ResolveSecretResponse)(nil),      // 35: keel.host.v1.ResolveSecretResponse
+	(*StorageKey)(nil),                 // 36: keel.host.v1.StorageKey
+	(*StorageGetResponse)(nil),         // 37: keel.host.v1.StorageGetResponse
+	(*StorageSetRequest)(nil),          // 38: keel.host.v1.StorageSetRequest
+	(*StorageSetResponse)(nil),         // 39: keel.host.v1.StorageSetResponse
+	(*StorageDeleteResponse)(nil),      // 40: keel.host.v1.StorageDeleteResponse
+	(*v1.Actor)(nil),                   // 41: keel.extension.v1.Actor
+	(*v1.Error)(nil),                   // 42: keel.extension.v1.Error
 }
 var file_host_v1_host_proto_depIdxs = []int32{
-	37, // 0: keel.host.v1.CheckRequest.actor:type_name -> keel.extension.v1.Actor
-	7,  // 1: keel.host.v1.ListAgentsResponse.agents:type_name -> keel.host.v1.AgentIdentity
-	37, // 2: keel.host.v1.InvokeRequest.actor:type_name -> keel.extension.v1.Actor
-	38, // 3: keel.host.v1.InvokeResponse.error:type_name -> keel.extension.v1.Error
-	0,  // 4: keel.host.v1.Activity.Append:input_type -> keel.host.v1.AppendActivityRequest
-	2,  // 5: keel.host.v1.Activity.Query:input_type -> keel.host.v1.QueryActivityRequest
-	4,  // 6: keel.host.v1.Authz.Check:input_type -> keel.host.v1.CheckRequest
-	6,  // 7: keel.host.v1.Principals.GetAgent:input_type -> keel.host.v1.GetAgentRequest
-	8,  // 8: keel.host.v1.Principals.ListAgents:input_type -> keel.host.v1.ListAgentsRequest
-	10, // 9: keel.host.v1.Principals.CreateAgent:input_type -> keel.host.v1.CreateAgentRequest
-	11, // 10: keel.host.v1.Principals.SetAgentStatus:input_type -> keel.host.v1.SetAgentStatusRequest
-	15, // 11: keel.host.v1.Principals.MintAgentToken:input_type -> keel.host.v1.MintAgentTokenRequest
-	12, // 12: keel.host.v1.Principals.UpdateAgent:input_type -> keel.host.v1.UpdateAgentRequest
-	13, // 13: keel.host.v1.Principals.SetPermission:input_type -> keel.host.v1.SetPermissionRequest
-	17, // 14: keel.host.v1.Companies.Get:input_type -> keel.host.v1.GetCompanyRequest
-	20, // 15: keel.host.v1.Companies.NextIssueNumber:input_type -> keel.host.v1.NextIssueNumberRequest
-	19, // 16: keel.host.v1.Companies.UpdateBudget:input_type -> keel.host.v1.UpdateCompanyBudgetRequest
-	22, // 17: keel.host.v1.Calls.Invoke:input_type -> keel.host.v1.InvokeRequest
-	24, // 18: keel.host.v1.Jobs.Enqueue:input_type -> keel.host.v1.EnqueueRequest
-	26, // 19: keel.host.v1.Events.Publish:input_type -> keel.host.v1.PublishRequest
-	28, // 20: keel.host.v1.Settings.Get:input_type -> keel.host.v1.GetSettingsRequest
-	30, // 21: keel.host.v1.Secrets.Resolve:input_type -> keel.host.v1.ResolveSecretRequest
-	32, // 22: keel.host.v1.Storage.Get:input_type -> keel.host.v1.StorageKey
-	34, // 23: keel.host.v1.Storage.Set:input_type -> keel.host.v1.StorageSetRequest
-	32, // 24: keel.host.v1.Storage.Delete:input_type -> keel.host.v1.StorageKey
-	1,  // 25: keel.host.v1.Activity.Append:output_type -> keel.host.v1.AppendActivityResponse
-	3,  // 26: keel.host.v1.Activity.Query:output_type -> keel.host.v1.QueryActivityResponse
-	5,  // 27: keel.host.v1.Authz.Check:output_type -> keel.host.v1.CheckResponse
-	7,  // 28: keel.host.v1.Principals.GetAgent:output_type -> keel.host.v1.AgentIdentity
-	9,  // 29: keel.host.v1.Principals.ListAgents:output_type -> keel.host.v1.ListAgentsResponse
-	7,  // 30: keel.host.v1.Principals.CreateAgent:output_type -> keel.host.v1.AgentIdentity
-	7,  // 31: keel.host.v1.Principals.SetAgentStatus:output_type -> keel.host.v1.AgentIdentity
-	16, // 32: keel.host.v1.Principals.MintAgentToken:output_type -> keel.host.v1.MintAgentTokenResponse
-	7,  // 33: keel.host.v1.Principals.UpdateAgent:output_type -> keel.host.v1.AgentIdentity
-	14, // 34: keel.host.v1.Principals.SetPermission:output_type -> keel.host.v1.SetPermissionResponse
-	18, // 35: keel.host.v1.Companies.Get:output_type -> keel.host.v1.CompanyResponse
-	21, // 36: keel.host.v1.Companies.NextIssueNumber:output_type -> keel.host.v1.NextIssueNumberResponse
-	18, // 37: keel.host.v1.Companies.UpdateBudget:output_type -> keel.host.v1.CompanyResponse
-	23, // 38: keel.host.v1.Calls.Invoke:output_type -> keel.host.v1.InvokeResponse
-	25, // 39: keel.host.v1.Jobs.Enqueue:output_type -> keel.host.v1.EnqueueResponse
-	27, // 40: keel.host.v1.Events.Publish:output_type -> keel.host.v1.PublishResponse
-	29, // 41: keel.host.v1.Settings.Get:output_type -> keel.host.v1.GetSettingsResponse
-	31, // 42: keel.host.v1.Secrets.Resolve:output_type -> keel.host.v1.ResolveSecretResponse
-	33, // 43: keel.host.v1.Storage.Get:output_type -> keel.host.v1.StorageGetResponse
-	35, // 44: keel.host.v1.Storage.Set:output_type -> keel.host.v1.StorageSetResponse
-	36, // 45: keel.host.v1.Storage.Delete:output_type -> keel.host.v1.StorageDeleteResponse
-	25, // [25:46] is the sub-list for method output_type
-	4,  // [4:25] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	0,  // 0: keel.host.v1.AppendManyActivityRequest.entries:type_name -> keel.host.v1.AppendActivityRequest
+	1,  // 1: keel.host.v1.AppendActivityResult.entry:type_name -> keel.host.v1.AppendActivityResponse
+	4,  // 2: keel.host.v1.AppendActivityResult.error:type_name -> keel.host.v1.AppendActivityError
+	3,  // 3: keel.host.v1.AppendManyActivityResponse.results:type_name -> keel.host.v1.AppendActivityResult
+	41, // 4: keel.host.v1.CheckRequest.actor:type_name -> keel.extension.v1.Actor
+	11, // 5: keel.host.v1.ListAgentsResponse.agents:type_name -> keel.host.v1.AgentIdentity
+	41, // 6: keel.host.v1.InvokeRequest.actor:type_name -> keel.extension.v1.Actor
+	42, // 7: keel.host.v1.InvokeResponse.error:type_name -> keel.extension.v1.Error
+	0,  // 8: keel.host.v1.Activity.Append:input_type -> keel.host.v1.AppendActivityRequest
+	2,  // 9: keel.host.v1.Activity.AppendMany:input_type -> keel.host.v1.AppendManyActivityRequest
+	6,  // 10: keel.host.v1.Activity.Query:input_type -> keel.host.v1.QueryActivityRequest
+	8,  // 11: keel.host.v1.Authz.Check:input_type -> keel.host.v1.CheckRequest
+	10, // 12: keel.host.v1.Principals.GetAgent:input_type -> keel.host.v1.GetAgentRequest
+	12, // 13: keel.host.v1.Principals.ListAgents:input_type -> keel.host.v1.ListAgentsRequest
+	14, // 14: keel.host.v1.Principals.CreateAgent:input_type -> keel.host.v1.CreateAgentRequest
+	15, // 15: keel.host.v1.Principals.SetAgentStatus:input_type -> keel.host.v1.SetAgentStatusRequest
+	19, // 16: keel.host.v1.Principals.MintAgentToken:input_type -> keel.host.v1.MintAgentTokenRequest
+	16, // 17: keel.host.v1.Principals.UpdateAgent:input_type -> keel.host.v1.UpdateAgentRequest
+	17, // 18: keel.host.v1.Principals.SetPermission:input_type -> keel.host.v1.SetPermissionRequest
+	21, // 19: keel.host.v1.Companies.Get:input_type -> keel.host.v1.GetCompanyRequest
+	24, // 20: keel.host.v1.Companies.NextIssueNumber:input_type -> keel.host.v1.NextIssueNumberRequest
+	23, // 21: keel.host.v1.Companies.UpdateBudget:input_type -> keel.host.v1.UpdateCompanyBudgetRequest
+	26, // 22: keel.host.v1.Calls.Invoke:input_type -> keel.host.v1.InvokeRequest
+	28, // 23: keel.host.v1.Jobs.Enqueue:input_type -> keel.host.v1.EnqueueRequest
+	30, // 24: keel.host.v1.Events.Publish:input_type -> keel.host.v1.PublishRequest
+	32, // 25: keel.host.v1.Settings.Get:input_type -> keel.host.v1.GetSettingsRequest
+	34, // 26: keel.host.v1.Secrets.Resolve:input_type -> keel.host.v1.ResolveSecretRequest
+	36, // 27: keel.host.v1.Storage.Get:input_type -> keel.host.v1.StorageKey
+	38, // 28: keel.host.v1.Storage.Set:input_type -> keel.host.v1.StorageSetRequest
+	36, // 29: keel.host.v1.Storage.Delete:input_type -> keel.host.v1.StorageKey
+	1,  // 30: keel.host.v1.Activity.Append:output_type -> keel.host.v1.AppendActivityResponse
+	5,  // 31: keel.host.v1.Activity.AppendMany:output_type -> keel.host.v1.AppendManyActivityResponse
+	7,  // 32: keel.host.v1.Activity.Query:output_type -> keel.host.v1.QueryActivityResponse
+	9,  // 33: keel.host.v1.Authz.Check:output_type -> keel.host.v1.CheckResponse
+	11, // 34: keel.host.v1.Principals.GetAgent:output_type -> keel.host.v1.AgentIdentity
+	13, // 35: keel.host.v1.Principals.ListAgents:output_type -> keel.host.v1.ListAgentsResponse
+	11, // 36: keel.host.v1.Principals.CreateAgent:output_type -> keel.host.v1.AgentIdentity
+	11, // 37: keel.host.v1.Principals.SetAgentStatus:output_type -> keel.host.v1.AgentIdentity
+	20, // 38: keel.host.v1.Principals.MintAgentToken:output_type -> keel.host.v1.MintAgentTokenResponse
+	11, // 39: keel.host.v1.Principals.UpdateAgent:output_type -> keel.host.v1.AgentIdentity
+	18, // 40: keel.host.v1.Principals.SetPermission:output_type -> keel.host.v1.SetPermissionResponse
+	22, // 41: keel.host.v1.Companies.Get:output_type -> keel.host.v1.CompanyResponse
+	25, // 42: keel.host.v1.Companies.NextIssueNumber:output_type -> keel.host.v1.NextIssueNumberResponse
+	22, // 43: keel.host.v1.Companies.UpdateBudget:output_type -> keel.host.v1.CompanyResponse
+	27, // 44: keel.host.v1.Calls.Invoke:output_type -> keel.host.v1.InvokeResponse
+	29, // 45: keel.host.v1.Jobs.Enqueue:output_type -> keel.host.v1.EnqueueResponse
+	31, // 46: keel.host.v1.Events.Publish:output_type -> keel.host.v1.PublishResponse
+	33, // 47: keel.host.v1.Settings.Get:output_type -> keel.host.v1.GetSettingsResponse
+	35, // 48: keel.host.v1.Secrets.Resolve:output_type -> keel.host.v1.ResolveSecretResponse
+	37, // 49: keel.host.v1.Storage.Get:output_type -> keel.host.v1.StorageGetResponse
+	39, // 50: keel.host.v1.Storage.Set:output_type -> keel.host.v1.StorageSetResponse
+	40, // 51: keel.host.v1.Storage.Delete:output_type -> keel.host.v1.StorageDeleteResponse
+	30, // [30:52] is the sub-list for method output_type
+	8,  // [8:30] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_host_v1_host_proto_init() }
@@ -2537,15 +2789,19 @@ func file_host_v1_host_proto_init() {
 	if File_host_v1_host_proto != nil {
 		return
 	}
-	file_host_v1_host_proto_msgTypes[12].OneofWrappers = []any{}
-	file_host_v1_host_proto_msgTypes[19].OneofWrappers = []any{}
+	file_host_v1_host_proto_msgTypes[3].OneofWrappers = []any{
+		(*AppendActivityResult_Entry)(nil),
+		(*AppendActivityResult_Error)(nil),
+	}
+	file_host_v1_host_proto_msgTypes[16].OneofWrappers = []any{}
+	file_host_v1_host_proto_msgTypes[23].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_host_v1_host_proto_rawDesc), len(file_host_v1_host_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   10,
 		},

@@ -23,8 +23,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Activity_Append_FullMethodName = "/keel.host.v1.Activity/Append"
-	Activity_Query_FullMethodName  = "/keel.host.v1.Activity/Query"
+	Activity_Append_FullMethodName     = "/keel.host.v1.Activity/Append"
+	Activity_AppendMany_FullMethodName = "/keel.host.v1.Activity/AppendMany"
+	Activity_Query_FullMethodName      = "/keel.host.v1.Activity/Query"
 )
 
 // ActivityClient is the client API for Activity service.
@@ -35,6 +36,11 @@ const (
 // and scans it in chronological order.
 type ActivityClient interface {
 	Append(ctx context.Context, in *AppendActivityRequest, opts ...grpc.CallOption) (*AppendActivityResponse, error)
+	// AppendMany appends entries together, so that the kernel writes them in one group: each
+	// entry gets its own result, and a refused entry does not fail the others. The call itself
+	// fails only as a whole (PermissionDenied without the capability, InvalidArgument for more
+	// than 256 entries). Hosts before it answer Unimplemented; callers then use Append.
+	AppendMany(ctx context.Context, in *AppendManyActivityRequest, opts ...grpc.CallOption) (*AppendManyActivityResponse, error)
 	// Query returns a company's entries after a cursor, oldest first.
 	Query(ctx context.Context, in *QueryActivityRequest, opts ...grpc.CallOption) (*QueryActivityResponse, error)
 }
@@ -51,6 +57,16 @@ func (c *activityClient) Append(ctx context.Context, in *AppendActivityRequest, 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AppendActivityResponse)
 	err := c.cc.Invoke(ctx, Activity_Append_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *activityClient) AppendMany(ctx context.Context, in *AppendManyActivityRequest, opts ...grpc.CallOption) (*AppendManyActivityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AppendManyActivityResponse)
+	err := c.cc.Invoke(ctx, Activity_AppendMany_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +91,11 @@ func (c *activityClient) Query(ctx context.Context, in *QueryActivityRequest, op
 // and scans it in chronological order.
 type ActivityServer interface {
 	Append(context.Context, *AppendActivityRequest) (*AppendActivityResponse, error)
+	// AppendMany appends entries together, so that the kernel writes them in one group: each
+	// entry gets its own result, and a refused entry does not fail the others. The call itself
+	// fails only as a whole (PermissionDenied without the capability, InvalidArgument for more
+	// than 256 entries). Hosts before it answer Unimplemented; callers then use Append.
+	AppendMany(context.Context, *AppendManyActivityRequest) (*AppendManyActivityResponse, error)
 	// Query returns a company's entries after a cursor, oldest first.
 	Query(context.Context, *QueryActivityRequest) (*QueryActivityResponse, error)
 	mustEmbedUnimplementedActivityServer()
@@ -89,6 +110,9 @@ type UnimplementedActivityServer struct{}
 
 func (UnimplementedActivityServer) Append(context.Context, *AppendActivityRequest) (*AppendActivityResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Append not implemented")
+}
+func (UnimplementedActivityServer) AppendMany(context.Context, *AppendManyActivityRequest) (*AppendManyActivityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AppendMany not implemented")
 }
 func (UnimplementedActivityServer) Query(context.Context, *QueryActivityRequest) (*QueryActivityResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Query not implemented")
@@ -132,6 +156,24 @@ func _Activity_Append_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Activity_AppendMany_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AppendManyActivityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ActivityServer).AppendMany(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Activity_AppendMany_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ActivityServer).AppendMany(ctx, req.(*AppendManyActivityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Activity_Query_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(QueryActivityRequest)
 	if err := dec(in); err != nil {
@@ -160,6 +202,10 @@ var Activity_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Append",
 			Handler:    _Activity_Append_Handler,
+		},
+		{
+			MethodName: "AppendMany",
+			Handler:    _Activity_AppendMany_Handler,
 		},
 		{
 			MethodName: "Query",
