@@ -93,12 +93,12 @@ func (x *Decisions) activity(ctx context.Context, actor *sdk.Actor, systemID, co
 		}
 		req.DetailsJson = b
 	}
-	res, err := x.host.Activity.Append(ctx, req)
-	if err != nil {
+	res, errs := x.host.AppendActivity(ctx, req)
+	if err := errs[0]; err != nil {
 		x.log.Warn("error appending activity", "action", action, "entity", entityID, "error", err)
 		return ""
 	}
-	return res.GetId()
+	return res[0].GetId()
 }
 
 // wakeTx adds the continuation wake of a resolved decision to the outbox inside the

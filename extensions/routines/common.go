@@ -77,8 +77,8 @@ func (x *Routines) activityBy(ctx context.Context, actor *sdk.Actor, systemID, c
 		}
 		req.DetailsJson = b
 	}
-	if _, err := x.host.Activity.Append(ctx, req); err != nil {
-		x.log.Warn("error appending activity", "action", action, "entity", entityID, "error", err)
+	if _, errs := x.host.AppendActivity(ctx, req); errs[0] != nil {
+		x.log.Warn("error appending activity", "action", action, "entity", entityID, "error", errs[0])
 	}
 }
 
