@@ -399,6 +399,9 @@ func BenchmarkIssueInsert(b *testing.B) {
 func BenchmarkIssueCreate(b *testing.B) {
 	h := issueBenchStart(b)
 	s := issueSeedCompany(b, h, "Big Co", "BIG", 100_000)
+	// The seed does not advance the company's issue counter: move it past the seeded numbers.
+	_, err := h.Kernel.Pool.Exec(context.Background(), `UPDATE kernel.companies SET issue_counter = 100000 WHERE id = $1`, s.CompanyID)
+	require.NoError(b, err)
 	path := "/api/companies/" + s.CompanyID + "/issues"
 	var next atomic.Int64
 	b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
