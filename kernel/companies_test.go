@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelhq/keel/kernel"
@@ -403,4 +404,64 @@ func TestCompanyAccess(t *testing.T) {
 		env.Do(t, "POST", "/api/companies", map[string]any{"name": "Agent Co"}, ktBearer(key)).RequireStatus(t, http.StatusForbidden)
 		env.Do(t, "GET", "/api/companies/stats", nil, ktBearer(key)).RequireStatus(t, http.StatusForbidden)
 	})
+}
+
+// TestCompanyIssueNumberRanges reserves issue numbers concurrently, one at a time and in
+// ranges: every range comes back whole, no number is handed out twice, together they cover
+// 1..total without a gap, and the company's issueCounter is the last number.
+func TestCompanyIssueNumberRanges(t *testing.T) {
+	t.Parallel()
+	env := ktStart(t, ktLocal())
+	ctx := context.Background()
+	c := env.Company(t, map[string]any{"name": "Numbering Co"})
+	id := c["id"].(string)
+
+	counts := []int{1, 1, 3, 256, 1, 7, 2, 1, 64, 1, 5, 1}
+	type reserved struct{ first, last int64 }
+	got := make([]reserved, len(counts))
+	var wg sync.WaitGroup
+	for i, n := range counts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			prefix, first, last, err := env.K.CompanyNextIssueNumbers(ctx, id, n)
+			if !assert.NoError(t, err) {
+				return
+			}
+			assert.Equal(t, c["issuePrefix"], prefix)
+			got[i] = reserved{first, last}
+		}()
+	}
+	wg.Wait()
+	total := 0
+	seen := map[int64]bool{}
+	for i, r := range got {
+		require.Equal(t, int64(counts[i]), r.last-r.first+1, "range %d: %d..%d", i, r.first, r.last)
+		for n := r.first; n <= r.last; n++ {
+			require.False(t, seen[n], "number %d handed out twice", n)
+			seen[n] = true
+		}
+		total += counts[i]
+	}
+	for n := int64(1); n <= int64(total); n++ {
+		require.True(t, seen[n], "number %d never handed out", n)
+	}
+	got1 := env.Do(t, "GET", "/api/companies/"+id, nil).RequireStatus(t, http.StatusOK).Object(t)
+	require.EqualValues(t, total, got1["issueCounter"])
+
+	// One more goes on from there.
+	_, first, last, err := env.K.CompanyNextIssueNumbers(ctx, id, 1)
+	require.NoError(t, err)
+	require.Equal(t, []int64{int64(total) + 1, int64(total) + 1}, []int64{first, last})
+
+	for _, n := range []int{0, -1, kernel.IssueNumbersMax + 1} {
+		_, _, _, err := env.K.CompanyNextIssueNumbers(ctx, id, n)
+		var apiErr *kernel.APIError
+		require.ErrorAs(t, err, &apiErr, "count %d", n)
+		require.Equal(t, http.StatusBadRequest, apiErr.Status, "count %d", n)
+	}
+	_, _, _, err = env.K.CompanyNextIssueNumbers(ctx, uuid.NewString(), 1)
+	var apiErr *kernel.APIError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, http.StatusNotFound, apiErr.Status)
 }

@@ -45,25 +45,31 @@ func (k *Kernel) KVDelete(ctx context.Context, extension, companyID, key string)
 	return tag.RowsAffected() > 0, nil
 }
 
-// CompanyNextIssueNumber atomically advances a company's issue counter and returns its
-// prefix and the new number; numbers never repeat, even under concurrent creates.
+// IssueNumbersMax is the most issue numbers one CompanyNextIssueNumbers call reserves.
+const IssueNumbersMax = 256
+
+// CompanyNextIssueNumbers atomically advances a company's issue counter by count (1 to
+// IssueNumbersMax) and returns its prefix and the reserved range first..last; numbers never
+// repeat, even under concurrent creates. A caller that reserves several numbers at once (the
+// work extension, for concurrent creates of one company) takes one counter row lock for all.
 //
 // The advance commits without waiting for its WAL flush: concurrent creates in a company
 // queue on the counter's row lock, which a synchronous commit would hold through a disk
 // flush each. It stays safe: the issue that takes the number commits later, synchronously,
 // which flushes the WAL up to and including the advance, so no stored issue's number can be
 // lost and handed out again by a crash; a number whose issue never committed is skipped.
-func (k *Kernel) CompanyNextIssueNumber(ctx context.Context, companyID string) (string, int64, error) {
-	var prefix string
-	var n int64
-	err := k.Pool.QueryRow(ctx, `UPDATE kernel.companies SET issue_counter = issue_counter + 1, updated_at = now()
+func (k *Kernel) CompanyNextIssueNumbers(ctx context.Context, companyID string, count int) (prefix string, first, last int64, err error) {
+	if count < 1 || count > IssueNumbersMax {
+		return "", 0, 0, BadRequest(fmt.Sprintf("count must be between 1 and %d", IssueNumbersMax))
+	}
+	err = k.Pool.QueryRow(ctx, `UPDATE kernel.companies SET issue_counter = issue_counter + $2, updated_at = now()
 		FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
-		WHERE id = $1 RETURNING issue_prefix, issue_counter`, companyID).Scan(&prefix, &n)
+		WHERE id = $1 RETURNING issue_prefix, issue_counter`, companyID, count).Scan(&prefix, &last)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", 0, NotFound("Company not found")
+		return "", 0, 0, NotFound("Company not found")
 	}
 	if err != nil {
-		return "", 0, fmt.Errorf("error advancing issue counter of %s: %w", companyID, err)
+		return "", 0, 0, fmt.Errorf("error advancing issue counter of %s by %d: %w", companyID, count, err)
 	}
-	return prefix, n, nil
+	return prefix, last - int64(count) + 1, last, nil
 }

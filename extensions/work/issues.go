@@ -622,14 +622,13 @@ func (w *Work) issueCreate(ctx context.Context, companyID string, body *IssueCre
 	}
 	issueStatusStamps(iss, statusTo, time.Now().UTC())
 	// Number and insert.
-	num, err := w.host.Companies.NextIssueNumber(ctx, &hostv1.NextIssueNumberRequest{CompanyId: companyID})
+	iss.IssueNumber, iss.Identifier, err = w.numbers.next(ctx, companyID, w.issueNumbersReserve)
 	if err != nil {
 		if status.Code(err) == codes.NotFound {
 			return nil, false, notFound("Company not found")
 		}
 		return nil, false, fmt.Errorf("error numbering issue: %w", err)
 	}
-	iss.IssueNumber, iss.Identifier = num.Number, num.Identifier
 	// A plain issue has no labels and no blocker edges: it is one row, and its view needs no reads.
 	plain := len(labelIDs) == 0 && len(blockerIDs) == 0 && (child == nil || !child.BlockParentUntilDone)
 	var fx effects

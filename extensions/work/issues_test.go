@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelhq/keel/kernel"
@@ -970,4 +971,62 @@ func TestIssueMethodsHiddenAndCommentGet(t *testing.T) {
 	_, e = issCall(t, h, "comments.get", company, system, map[string]any{"issueId": id, "commentId": "nope"})
 	require.NotNil(t, e)
 	require.EqualValues(t, http.StatusNotFound, e.Status)
+}
+
+// TestIssueCreateConcurrentNumbers creates issues concurrently in one company (their number
+// reservations coalesce into shared host calls) and in a neighbour: every issue has its own
+// identifier, the numbers are exactly 1..n with no gap, and the next create goes on from n.
+func TestIssueCreateConcurrentNumbers(t *testing.T) {
+	t.Parallel()
+	h := issStart(t)
+	company := h.CreateCompany("Numbering Co")
+	neighbour := h.CreateCompany("Neighbour Numbering Co")
+	prefix := h.Do("GET", "/api/companies/"+company, nil).Map(t)["issuePrefix"].(string)
+	const workers, each = 16, 8
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	numbers := map[int64]bool{}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				target := company
+				if w%4 == 3 {
+					target = neighbour
+				}
+				res := h.Do("POST", "/api/companies/"+target+"/issues", map[string]any{"title": fmt.Sprintf("Concurrent %d/%d", w, i)})
+				if !assert.Equal(t, http.StatusCreated, res.Status, "%s", res.Body) {
+					return
+				}
+				if target != company {
+					continue
+				}
+				var iss struct {
+					Identifier  string `json:"identifier"`
+					IssueNumber int64  `json:"issueNumber"`
+				}
+				if !assert.NoError(t, json.Unmarshal(res.Body, &iss)) {
+					return
+				}
+				mu.Lock()
+				assert.False(t, seen[iss.Identifier], "identifier %s handed out twice", iss.Identifier)
+				assert.Equal(t, fmt.Sprintf("%s-%d", prefix, iss.IssueNumber), iss.Identifier)
+				seen[iss.Identifier], numbers[iss.IssueNumber] = true, true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	n := (workers - workers/4) * each
+	require.Len(t, numbers, n)
+	for k := int64(1); k <= int64(n); k++ {
+		require.True(t, numbers[k], "number %d missing", k)
+	}
+	require.Len(t, issList(t, h, company, "limit=500"), n)
+	require.EqualValues(t, n, h.Do("GET", "/api/companies/"+company, nil).Map(t)["issueCounter"])
+	next := issCreate(t, h, company, map[string]any{"title": "After the rush"})
+	require.Equal(t, fmt.Sprintf("%s-%d", prefix, n+1), next["identifier"])
+	require.EqualValues(t, workers/4*each, h.Do("GET", "/api/companies/"+neighbour, nil).Map(t)["issueCounter"])
 }

@@ -625,8 +625,8 @@ func searchTrimSnippet(s string) string {
 }
 
 // searchIssues finds issues: full-text match on search_vector (gin index issues_search_idx)
-// or, when q looks like an identifier, a prefix match on it (issues_identifier_prefix_idx),
-// with the issue filters. Three layers keep the work bounded: candidate ids (ordered and
+// or, when q looks like an identifier, a prefix match on it (issues_identifier_key, whose
+// text_pattern_ops serve LIKE), with the issue filters. Three layers keep the work bounded: candidate ids (ordered and
 // LIMITed, so that the planner walks an index or takes a gin bitmap), the page ranked and
 // cut, and snippets for the page only.
 func (w *Work) searchIssues(ctx context.Context, companyID string, q *SearchQuery, k int) ([]SearchResult, error) {

@@ -52,8 +52,10 @@ type Work struct {
 	dataDir string
 	// outbox delivers activity entries and agent wakes at least once (sdk/outbox).
 	outbox *outbox.Outbox
-	cfg    Config
-	mux    http.Handler
+	// numbers coalesces concurrent issue creates' number reservations per company.
+	numbers issueNumberer
+	cfg     Config
+	mux     http.Handler
 }
 
 // New returns an unconfigured Work.

@@ -494,11 +494,16 @@ func (s *companies) NextIssueNumber(ctx context.Context, req *hostv1.NextIssueNu
 	if err := s.need(sdk.CapCompanies); err != nil {
 		return nil, err
 	}
-	prefix, n, err := s.d.Kernel.CompanyNextIssueNumber(ctx, req.CompanyId)
+	count := int(req.Count)
+	if count == 0 {
+		count = 1
+	}
+	prefix, first, last, err := s.d.Kernel.CompanyNextIssueNumbers(ctx, req.CompanyId, count)
 	if err != nil {
 		return nil, apiStatus(err)
 	}
-	return &hostv1.NextIssueNumberResponse{IssuePrefix: prefix, Number: n, Identifier: fmt.Sprintf("%s-%d", prefix, n)}, nil
+	return &hostv1.NextIssueNumberResponse{IssuePrefix: prefix, FirstNumber: first, Number: last,
+		Identifier: fmt.Sprintf("%s-%d", prefix, last)}, nil
 }
 
 // UpdateBudget applies budget state to a company: its monthly budget, this month's spend,

@@ -1529,8 +1529,12 @@ func (x *UpdateCompanyBudgetRequest) GetPauseReason() string {
 }
 
 type NextIssueNumberRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CompanyId     string                 `protobuf:"bytes,1,opt,name=company_id,json=companyId,proto3" json:"company_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	CompanyId string                 `protobuf:"bytes,1,opt,name=company_id,json=companyId,proto3" json:"company_id,omitempty"`
+	// count is how many consecutive numbers to reserve in one advance, at most 256; 0 or
+	// absent means 1. A host that predates count ignores it and reserves one (first_number
+	// comes back 0).
+	Count         int32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1572,12 +1576,23 @@ func (x *NextIssueNumberRequest) GetCompanyId() string {
 	return ""
 }
 
+func (x *NextIssueNumberRequest) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 type NextIssueNumberResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	IssuePrefix string                 `protobuf:"bytes,1,opt,name=issue_prefix,json=issuePrefix,proto3" json:"issue_prefix,omitempty"`
-	Number      int64                  `protobuf:"varint,2,opt,name=number,proto3" json:"number,omitempty"`
-	// identifier is "<issue_prefix>-<number>".
-	Identifier    string `protobuf:"bytes,3,opt,name=identifier,proto3" json:"identifier,omitempty"`
+	// number is the last (or only) number reserved.
+	Number int64 `protobuf:"varint,2,opt,name=number,proto3" json:"number,omitempty"`
+	// identifier is "<issue_prefix>-<number>", for the last (or only) number reserved.
+	Identifier string `protobuf:"bytes,3,opt,name=identifier,proto3" json:"identifier,omitempty"`
+	// first_number is the first number of the reserved range first_number..number; a host
+	// that predates count leaves it 0, meaning the range is number alone.
+	FirstNumber   int64 `protobuf:"varint,4,opt,name=first_number,json=firstNumber,proto3" json:"first_number,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1631,6 +1646,13 @@ func (x *NextIssueNumberResponse) GetIdentifier() string {
 		return x.Identifier
 	}
 	return ""
+}
+
+func (x *NextIssueNumberResponse) GetFirstNumber() int64 {
+	if x != nil {
+		return x.FirstNumber
+	}
+	return 0
 }
 
 type InvokeRequest struct {
@@ -2564,16 +2586,18 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\x15_budget_monthly_centsB\x16\n" +
 	"\x14_spent_monthly_centsB\t\n" +
 	"\a_statusB\x0f\n" +
-	"\r_pause_reason\"7\n" +
+	"\r_pause_reason\"M\n" +
 	"\x16NextIssueNumberRequest\x12\x1d\n" +
 	"\n" +
-	"company_id\x18\x01 \x01(\tR\tcompanyId\"t\n" +
+	"company_id\x18\x01 \x01(\tR\tcompanyId\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\"\x97\x01\n" +
 	"\x17NextIssueNumberResponse\x12!\n" +
 	"\fissue_prefix\x18\x01 \x01(\tR\vissuePrefix\x12\x16\n" +
 	"\x06number\x18\x02 \x01(\x03R\x06number\x12\x1e\n" +
 	"\n" +
 	"identifier\x18\x03 \x01(\tR\n" +
-	"identifier\"\x95\x01\n" +
+	"identifier\x12!\n" +
+	"\ffirst_number\x18\x04 \x01(\x03R\vfirstNumber\"\x95\x01\n" +
 	"\rInvokeRequest\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x1d\n" +
 	"\n" +
