@@ -27,8 +27,6 @@ import (
 	"github.com/keelhq/keel/sdktest"
 )
 
-func TestMain(m *testing.M) { sdktest.Main(m) }
-
 // activityEnv is a real host (kernel on real PostgreSQL) whose host services for one
 // extension are served over real gRPC on loopback, as the supervisor serves them over the
 // broker, with the SDK's client on the other end.

@@ -16,9 +16,6 @@ import (
 	hostv1 "github.com/keelhq/keel/sdk/proto/host/v1"
 )
 
-// TestMain shares one embedded PostgreSQL cluster across the package's tests.
-func TestMain(m *testing.M) { pgtest.Main(m) }
-
 // TestNextIssueNumberRanges calls Companies.NextIssueNumber as an extension does: without a
 // count it reserves one number (first and last the same), with a count it reserves that
 // many consecutive numbers and names the last; a count out of 1..256, an unknown company
