@@ -131,15 +131,27 @@ func BenchmarkCostEventIngest(b *testing.B) {
 		return nil
 	}
 	require.NoError(b, post(0))
+	b.ResetTimer()
+	elapsed := postConcurrently(b, 32, post)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+	var total int64
+	for i := 1; i <= b.N; i++ {
+		total += int64(1 + i%5)
+	}
+	got := obj(b, do(b, h, http.StatusOK, "GET", "/api/companies/"+company, nil))
+	require.EqualValues(b, total+1, got["spentMonthlyCents"], "every event reached the company's month spend")
+}
+
+// postConcurrently calls post(1) … post(b.N) from clients goroutines, stops the benchmark's
+// timer and returns the time they took; the first error fails the benchmark.
+func postConcurrently(b *testing.B, clients int, post func(i int) error) time.Duration {
+	b.Helper()
 	var next atomic.Int64
 	var failed atomic.Value
-	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range clients {
+		wg.Go(func() {
 			for {
 				i := int(next.Add(1))
 				if i > b.N {
@@ -150,7 +162,7 @@ func BenchmarkCostEventIngest(b *testing.B) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -158,11 +170,5 @@ func BenchmarkCostEventIngest(b *testing.B) {
 	if err, _ := failed.Load().(error); err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
-	var total int64
-	for i := 1; i <= b.N; i++ {
-		total += int64(1 + i%5)
-	}
-	got := obj(b, do(b, h, http.StatusOK, "GET", "/api/companies/"+company, nil))
-	require.EqualValues(b, total+1, got["spentMonthlyCents"], "every event reached the company's month spend")
+	return elapsed
 }

@@ -12,8 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,8 +80,6 @@ func BenchmarkCostEventSeed(b *testing.B) {
 		return nil
 	}
 	require.NoError(b, post(0))
-	var next atomic.Int64
-	var failed atomic.Value
 	if os.Getenv("COSTS_BENCH_PGLOG") != "" {
 		_, err := h.Kernel.Pool.Exec(b.Context(), `ALTER SYSTEM SET log_min_duration_statement = 0`)
 		require.NoError(b, err)
@@ -92,28 +88,7 @@ func BenchmarkCostEventSeed(b *testing.B) {
 	}
 	cpu0 := treeCPU()
 	b.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1))
-				if i > b.N {
-					return
-				}
-				if err := post(i); err != nil {
-					failed.Store(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if err, _ := failed.Load().(error); err != nil {
-		b.Fatal(err)
-	}
+	elapsed := postConcurrently(b, 16, post)
 	cpu1 := treeCPU()
 	if dst := os.Getenv("COSTS_BENCH_PGLOG"); dst != "" {
 		var dir string
