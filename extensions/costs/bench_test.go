@@ -119,16 +119,7 @@ func BenchmarkCostEventIngest(b *testing.B) {
 	post := func(i int) error {
 		body, _ := json.Marshal(map[string]any{"agentId": agents[i%len(agents)], "provider": "anthropic", "model": "m1",
 			"costCents": 1 + i%5, "inputTokens": 100, "outputTokens": 10, "occurredAt": iso(time.Now())})
-		res, err := client.Post(url, "application/json", bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		if res.StatusCode != http.StatusCreated {
-			return fmt.Errorf("status %d: %s", res.StatusCode, b)
-		}
-		return nil
+		return postCreated(client, url, body)
 	}
 	require.NoError(b, post(0))
 	b.ResetTimer()
@@ -171,4 +162,18 @@ func postConcurrently(b *testing.B, clients int, post func(i int) error) time.Du
 		b.Fatal(err)
 	}
 	return elapsed
+}
+
+// postCreated posts a JSON body and requires 201 Created.
+func postCreated(client *http.Client, url string, body []byte) error {
+	res, err := client.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusCreated {
+		return fmt.Errorf("status %d: %s", res.StatusCode, b)
+	}
+	return nil
 }

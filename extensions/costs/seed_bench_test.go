@@ -1,10 +1,8 @@
 package costs
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand"
 	"net/http"
 	"os"
@@ -67,18 +65,7 @@ func BenchmarkCostEventSeed(b *testing.B) {
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
 	url := h.URL + "/api/companies/" + company + "/cost-events"
-	post := func(i int) error {
-		res, err := client.Post(url, "application/json", bytes.NewReader(bodies[i]))
-		if err != nil {
-			return err
-		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		if res.StatusCode != http.StatusCreated {
-			return fmt.Errorf("status %d: %s", res.StatusCode, body)
-		}
-		return nil
-	}
+	post := func(i int) error { return postCreated(client, url, bodies[i]) }
 	require.NoError(b, post(0))
 	if os.Getenv("COSTS_BENCH_PGLOG") != "" {
 		_, err := h.Kernel.Pool.Exec(b.Context(), `ALTER SYSTEM SET log_min_duration_statement = 0`)

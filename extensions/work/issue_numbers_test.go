@@ -149,10 +149,7 @@ func TestIssueNumbererBounded(t *testing.T) {
 	f := &fakeCounter{}
 	out := issueNumbersQueue(t, &n, f, 300, nil)
 	require.Equal(t, []int{1, issueNumbersMax, 300 - issueNumbersMax}, f.calls())
-	for i, r := range out {
-		require.NoError(t, r.err)
-		require.Equal(t, int64(i+1), r.number, "request %d", i)
-	}
+	requireNumbered(t, out)
 }
 
 // TestIssueNumbererLegacyHost serves every request from a host that ignores count (one
@@ -163,10 +160,7 @@ func TestIssueNumbererLegacyHost(t *testing.T) {
 	f := &fakeCounter{legacy: true}
 	out := issueNumbersQueue(t, &n, f, 5, nil)
 	require.Equal(t, []int{1, 5, 4, 3, 2, 1}, f.calls())
-	for i, r := range out {
-		require.NoError(t, r.err)
-		require.Equal(t, int64(i+1), r.number, "request %d", i)
-	}
+	requireNumbered(t, out)
 }
 
 // TestIssueNumbererErrorsAndCancel hands a failed call's error to every request of its batch
@@ -201,4 +195,13 @@ func TestIssueNumbererErrorsAndCancel(t *testing.T) {
 		}
 	}
 	require.Equal(t, []int64{1, 2, 3, 4}, got)
+}
+
+// requireNumbered requires every request served without error, numbered 1, 2, … in order.
+func requireNumbered(t *testing.T, out []numbered) {
+	t.Helper()
+	for i, r := range out {
+		require.NoError(t, r.err)
+		require.Equal(t, int64(i+1), r.number, "request %d", i)
+	}
 }
